@@ -1,0 +1,68 @@
+"""Sessions: `nox -l` lists them. CPU sessions pin PyTorch's CPU build (constraints/cpu.txt);
+`labs` uses whatever CUDA build of PyTorch the GPU machine already has."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+PYPROJECT = nox.project.load_toml("pyproject.toml")
+CPU_CONSTRAINTS = ("-c", "constraints/cpu.txt")
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.reuse_venv = "yes"
+
+
+def _install_cpu(session: nox.Session, *groups: str) -> None:
+    """The package and dependency groups, with the CPU build of torch (no CUDA download)."""
+    deps = [d for g in groups for d in nox.project.dependency_groups(PYPROJECT, g)]
+    session.install(*CPU_CONSTRAINTS, "torch")
+    session.install(*CPU_CONSTRAINTS, "-e", ".", *deps)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the test suite on the CPU (Triton interpreter, NVRTC compile checks, site build)."""
+    _install_cpu(session, "tests", "docs")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check."""
+    session.install(*nox.project.dependency_groups(PYPROJECT, "lint"))
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the site in English and Spanish with --strict, from the committed results."""
+    _install_cpu(session, "docs")
+    session.run("mkdocs", "build", "--strict", *session.posargs)
+
+
+@nox.session(default=False)
+def serve(session: nox.Session) -> None:
+    """Build and serve the site on http://127.0.0.1:8000 while you edit."""
+    _install_cpu(session, "docs")
+    session.run("mkdocs", "serve", "--dev-addr", "127.0.0.1:8000", *session.posargs)
+
+
+@nox.session(default=False, venv_params=["--system-site-packages"])
+def labs(session: nox.Session) -> None:
+    """Run the labs on a GPU and write labs/results/<gpu>/ (`nox -s labs -- vector_add`).
+
+    Reuses the machine's PyTorch: the venv sees system site-packages, and with `--no-venv`
+    nothing is installed at all (the package is imported from src/).
+    """
+    env = {}
+    if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
+        paths = [str(ROOT / "src"), os.environ.get("PYTHONPATH")]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    else:
+        session.install("-e", ".")
+    session.run("python", "-m", "minikernel.bench.run_labs", *session.posargs, env=env)

@@ -1,0 +1,1 @@
+"""Measuring: timing harness, ceilings, provenance, results files and ncu excerpts."""

@@ -1,0 +1,88 @@
+"""Provenance: what ran a measurement (GPU, driver, versions, commit), kept with each result."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+def commit_info() -> tuple[str, bool]:
+    """(short commit, dirty?) of the checkout. Where there is no git (a copied tree on a GPU
+    runner), MINIKERNEL_COMMIT and MINIKERNEL_DIRTY say it; without them: ("unknown", True)."""
+    commit = _git("rev-parse", "--short=12", "HEAD")
+    if commit:
+        status = _git(
+            "status", "--porcelain", "--untracked-files=no", "--", "src", "labs", ":!labs/results"
+        )
+        return commit, bool(status)
+    env_commit = os.environ.get("MINIKERNEL_COMMIT")
+    if env_commit:
+        return env_commit[:12], os.environ.get("MINIKERNEL_DIRTY", "1") != "0"
+    return "unknown", True
+
+
+def gpu_slug(name: str) -> str:
+    """Folder name for a GPU's results: 'NVIDIA H200' -> 'h200', 'NVIDIA GeForce RTX 5090' ->
+    'rtx-5090'."""
+    s = name.lower()
+    for word in ("nvidia", "geforce", "tesla"):
+        s = s.replace(word, " ")
+    return re.sub(r"[^a-z0-9]+", "-", s).strip("-") or "unknown-gpu"
+
+
+def _driver_version() -> str:
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run(
+                [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=True,
+            )
+            return out.stdout.strip().splitlines()[0]
+        except (OSError, subprocess.SubprocessError, IndexError):
+            pass
+    return "unknown"
+
+
+def collect_env() -> dict[str, Any]:
+    """The ``env`` block of a results file, for the current CUDA device."""
+    import torch
+    import triton
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    commit, dirty = commit_info()
+    return {
+        "gpu": props.name,
+        "cc": f"{props.major}.{props.minor}",
+        "sms": props.multi_processor_count,
+        "memory_GB": round(props.total_memory / 1e9, 1),
+        "driver": _driver_version(),
+        "cuda": torch.version.cuda or "unknown",
+        "torch": torch.__version__.split("+")[0],
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": commit,
+        "dirty": dirty,
+    }

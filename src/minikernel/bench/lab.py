@@ -1,0 +1,201 @@
+"""What a lab script uses to measure one op and write its results file.
+
+    lab = Lab("vector_add", VARIANTS)          # needs a GPU; measures env and ceilings first
+    lab.measure("cuda:2", run, shape=[n], dtype=torch.float32, bytes=3 * n * 4)
+    lab.profile("cuda:2", shape=[n], dtype="float32", model_bytes=3 * n * 4)
+    lab.save()                                 # validate, then write atomically
+
+Nothing is written until ``save()``: a lab that fails half-way leaves the previous file as it was.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from . import ceilings as _ceilings
+from .env import collect_env, gpu_slug
+from .results import RESULTS_DIR, SCHEMA_VERSION, results_path, write_atomic
+from .timing import time_gpu
+
+
+class NoGPUError(RuntimeError):
+    """Raised by Lab() on a machine where PyTorch sees no CUDA GPU."""
+
+
+PEER_PACKAGES = {
+    "torch": "torch",
+    "liger": "liger-kernel",
+    "quack": "quack-kernels",
+    "cublas": "torch",
+    "cudnn": "torch",
+}
+
+
+def peer_hash(impl: str) -> str:
+    """Source identity of a baseline: the package and version that was measured."""
+    family = impl.split(":", 1)[0]
+    pkg = PEER_PACKAGES.get(family, family)
+    try:
+        version = importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return f"pkg:{pkg}=={version.split('+')[0]}"
+
+
+def require_gpu(op: str) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise NoGPUError(
+            f"{op}: no CUDA GPU is visible to PyTorch, so nothing can be timed here. "
+            "Run `nox -s labs` on a machine with an NVIDIA GPU; the committed results in "
+            "labs/results/ are left untouched."
+        )
+
+
+class Lab:
+    def __init__(
+        self,
+        op: str,
+        variants: Mapping[str, Any],
+        *,
+        root: Path | None = None,
+        lab_file: str | None = None,
+    ) -> None:
+        require_gpu(op)
+        self.op = op
+        self.variants = variants
+        self.root = Path(root or os.environ.get("MINIKERNEL_RESULTS_DIR") or RESULTS_DIR)
+        self.env = collect_env()
+        self.ceilings = _ceilings.measure()
+        self.records: list[dict[str, Any]] = []
+        self.ncu: list[dict[str, Any]] = []
+        self.extra: dict[str, Any] = {"lab": lab_file} if lab_file else {}
+        print(
+            f"[{op}] {self.env['gpu']} (sm_{self.env['cc'].replace('.', '')}, "
+            f"{self.env['sms']} SMs), torch {self.env['torch']}, triton {self.env['triton']}, "
+            f"commit {self.env['commit']}{' (dirty)' if self.env['dirty'] else ''}\n"
+            f"[{op}] ceilings: copy {self.ceilings['copy_GBps']:.0f} GB/s, "
+            f"bf16 mm {self.ceilings['bf16_mm_TFLOPs']:.0f} TFLOP/s",
+            flush=True,
+        )
+
+    @property
+    def slug(self) -> str:
+        return gpu_slug(self.env["gpu"])
+
+    def source_hash(self, impl: str) -> str:
+        variant = self.variants.get(impl)
+        return variant.source_hash() if variant is not None else peer_hash(impl)
+
+    def measure(
+        self,
+        impl: str,
+        run: Callable[[], Any],
+        *,
+        shape: list[Any],
+        dtype: Any,
+        bytes: int | None = None,
+        flops: int | None = None,
+        pass_: str = "fwd",
+        max_rel_err: float | None = None,
+        ceiling: str | None = None,
+        graph: bool | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """Time ``run`` and append a record. GB/s from ``bytes``, TFLOP/s from ``flops``;
+        ``frac_of_ceiling`` against the copy ceiling (memory-bound) or ``ceiling``."""
+        t = time_gpu(run, graph=graph)
+        seconds = t.median_us * 1e-6
+        gbps = bytes / seconds / 1e9 if bytes is not None else None
+        tflops = flops / seconds / 1e12 if flops is not None else None
+        if ceiling is None:
+            ceiling = "copy_GBps" if flops is None else "bf16_mm_TFLOPs"
+        achieved = gbps if ceiling.endswith("GBps") else tflops
+        frac = achieved / self.ceilings[ceiling] if achieved is not None else None
+        dtype_name = str(dtype).removeprefix("torch.")
+        rec: dict[str, Any] = {
+            "impl": impl,
+            "shape": list(shape),
+            "dtype": dtype_name,
+            "pass": pass_,
+            "median_us": round(t.median_us, 3),
+            "p20_us": round(t.p20_us, 3),
+            "p80_us": round(t.p80_us, 3),
+            "bytes": bytes,
+            "flops": flops,
+            "GBps": None if gbps is None else round(gbps, 1),
+            "TFLOPs": None if tflops is None else round(tflops, 2),
+            "frac_of_ceiling": None if frac is None else round(frac, 4),
+            "source_hash": self.source_hash(impl),
+            "max_rel_err": None if max_rel_err is None else float(f"{max_rel_err:.3g}"),
+            "timing": t.method,
+            **extra,
+        }
+        if ceiling not in ("copy_GBps", "bf16_mm_TFLOPs"):
+            rec["ceiling"] = ceiling
+        self.records.append(rec)
+        rate = f"{gbps:8.1f} GB/s" if gbps is not None else f"{tflops or 0:8.1f} TFLOP/s"
+        print(
+            f"[{self.op}] {impl:<14} {dtype_name:<9} {pass_:<7} {shape!s:<22} "
+            f"{t.median_us:10.2f} us  {rate}  {100 * (frac or 0):5.1f}%  ({t.method})",
+            flush=True,
+        )
+        return rec
+
+    def profile(
+        self,
+        impl: str,
+        shape: list[int],
+        dtype: str,
+        *,
+        model_bytes: int | None = None,
+        extra_args: list[str] | None = None,
+    ) -> dict[str, Any] | None:
+        """Add an ncu excerpt for one call of ``impl``. Where ncu is missing (a learner's
+        machine), say so and carry on: the timings are still valid."""
+        from .ncu import NcuUnavailable, profile
+
+        try:
+            rec = profile(
+                self.op, impl, shape, dtype, model_bytes=model_bytes, extra_args=extra_args
+            )
+        except NcuUnavailable as exc:
+            print(f"[{self.op}] ncu skipped: {exc}", flush=True)
+            return None
+        self.ncu.append(rec)
+        print(f"[{self.op}] ncu {impl} {shape} {dtype}\n{rec['excerpt']}", flush=True)
+        return rec
+
+    def data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "schema": SCHEMA_VERSION,
+            "op": self.op,
+            "env": self.env,
+            "ceilings": self.ceilings,
+            "records": self.records,
+        }
+        if self.ncu:
+            data["ncu"] = self.ncu
+        data.update(self.extra)
+        return data
+
+    def save(self) -> Path:
+        path = results_path(self.op, self.slug, self.root)
+        write_atomic(self.data(), path)
+        print(f"[{self.op}] wrote {path} ({len(self.records)} records, {len(self.ncu)} ncu)")
+        return path
+
+
+def main_guard(run_lab: Callable[[], Any], op: str) -> None:
+    """Entry point of a lab script: run it, or explain that a GPU is needed and exit 2."""
+    try:
+        run_lab()
+    except NoGPUError as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,226 @@
+"""Nsight Compute excerpts: a fixed set of metrics for one call of one implementation.
+
+The profiled program is :mod:`minikernel.bench.ncu_target`: it warms the implementation up
+(compilation, autotuning) and then runs it once between ``cudaProfilerStart`` and
+``cudaProfilerStop``; ncu runs with ``--profile-from-start off``, so only that call is profiled,
+every kernel it launches included (an eager PyTorch op that takes three kernels shows three
+rows, and their DRAM bytes add up).
+
+ncu runs with ``--clock-control none``: it must not lock or change the GPU's clocks.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# The fixed metric set, in the order the excerpt prints them: (ncu metric, our name).
+METRICS: list[tuple[str, str]] = [
+    ("gpu__time_duration.sum", "duration_ns"),
+    ("dram__throughput.avg.pct_of_peak_sustained_elapsed", "dram_throughput_pct"),
+    ("dram__bytes_read.sum", "dram_bytes_read"),
+    ("dram__bytes_write.sum", "dram_bytes_write"),
+    ("lts__t_sector_hit_rate.pct", "l2_hit_rate_pct"),
+    ("sm__warps_active.avg.pct_of_peak_sustained_active", "achieved_occupancy_pct"),
+    ("sm__maximum_warps_per_active_cycle_pct", "theoretical_occupancy_pct"),
+    ("launch__registers_per_thread", "registers_per_thread"),
+    ("launch__grid_size", "grid_size"),
+    ("launch__block_size", "block_size"),
+]
+STALL_PREFIX = "smsp__average_warps_issue_stalled_"
+STALL_SUFFIX = "_per_issue_active.ratio"
+STALL_REGEX = r"regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+
+
+class NcuUnavailable(RuntimeError):
+    pass
+
+
+def find_ncu() -> str:
+    """Path of the ``ncu`` executable: $NCU, the PATH, or a standard install folder."""
+    candidates = [os.environ.get("NCU"), shutil.which("ncu")]
+    candidates += sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)
+    candidates += sorted(glob.glob("/usr/local/cuda*/bin/ncu"), reverse=True)
+    for c in candidates:
+        if c and Path(c).exists():
+            return c
+    raise NcuUnavailable("ncu (Nsight Compute) was not found; set NCU=/path/to/ncu")
+
+
+def ncu_version(ncu: str) -> str:
+    out = subprocess.run([ncu, "--version"], capture_output=True, text=True, check=True).stdout
+    for token in out.split():
+        if token[:1].isdigit() and token.count(".") >= 2:
+            return token.split("(")[0]
+    return out.strip().splitlines()[-1]
+
+
+def _number(text: str) -> float | None:
+    text = text.strip().replace(",", "")
+    if text in ("", "n/a", "N/A"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_raw_csv(text: str) -> list[dict[str, Any]]:
+    """Rows of ``ncu --csv --page raw --print-units base``: one dict per profiled kernel."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    if len(lines) < 2:
+        return []
+    reader = list(csv.reader(io.StringIO("\n".join(lines))))
+    header, rows = reader[0], reader[1:]
+    # The second row holds units (e.g. "byte", "%") rather than a kernel.
+    if rows and (not rows[0] or rows[0][0] in ("", "ID") or not rows[0][0].strip().isdigit()):
+        rows = rows[1:]
+    kernels = []
+    for row in rows:
+        rec = dict(zip(header, row, strict=False))
+        kernels.append(rec)
+    return kernels
+
+
+def summarize(kernels: list[dict[str, Any]]) -> dict[str, Any]:
+    """Our metric names from ncu's rows: sums over kernels for time and bytes, the
+    time-weighted mean for percentages, and the three largest stall reasons."""
+    if not kernels:
+        raise RuntimeError("ncu profiled no kernel")
+    per_kernel = []
+    for k in kernels:
+        m = {ours: _number(k.get(metric, "")) for metric, ours in METRICS}
+        stalls = {
+            name[len(STALL_PREFIX) : -len(STALL_SUFFIX)]: _number(v)
+            for name, v in k.items()
+            if name.startswith(STALL_PREFIX) and name.endswith(STALL_SUFFIX)
+        }
+        m["stalls"] = {s: v for s, v in stalls.items() if v is not None}
+        m["kernel"] = k.get("Kernel Name", "?")
+        per_kernel.append(m)
+    total_ns = sum(m["duration_ns"] or 0 for m in per_kernel) or 1.0
+
+    def weighted(key: str) -> float | None:
+        vals = [(m[key], m["duration_ns"] or 0) for m in per_kernel if m[key] is not None]
+        return sum(v * w for v, w in vals) / total_ns if vals else None
+
+    stall_totals: dict[str, float] = {}
+    for m in per_kernel:
+        for s, v in m["stalls"].items():
+            stall_totals[s] = stall_totals.get(s, 0.0) + v * (m["duration_ns"] or 0) / total_ns
+    # "selected" is a warp issuing, not a stall
+    top = sorted(
+        ((s, v) for s, v in stall_totals.items() if s != "selected"), key=lambda kv: -kv[1]
+    )[:3]
+    return {
+        "kernels": len(per_kernel),
+        "kernel_names": [m["kernel"] for m in per_kernel],
+        "duration_ns": sum(m["duration_ns"] or 0 for m in per_kernel),
+        "dram_bytes_read": int(sum(m["dram_bytes_read"] or 0 for m in per_kernel)),
+        "dram_bytes_write": int(sum(m["dram_bytes_write"] or 0 for m in per_kernel)),
+        "dram_throughput_pct": weighted("dram_throughput_pct"),
+        "l2_hit_rate_pct": weighted("l2_hit_rate_pct"),
+        "achieved_occupancy_pct": weighted("achieved_occupancy_pct"),
+        "theoretical_occupancy_pct": weighted("theoretical_occupancy_pct"),
+        "registers_per_thread": per_kernel[0]["registers_per_thread"],
+        "grid_size": per_kernel[0]["grid_size"],
+        "block_size": per_kernel[0]["block_size"],
+        "top_stalls": [{"reason": s, "cycles_per_issue": round(v, 3)} for s, v in top],
+    }
+
+
+def format_excerpt(metrics: dict[str, Any], model_bytes: int | None) -> str:
+    """The plain-text excerpt a page shows: fixed rows, DRAM bytes against the byte model."""
+
+    def pct(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.1f} %"
+
+    rows = [
+        ("kernels profiled", str(metrics["kernels"])),
+        ("duration", f"{metrics['duration_ns'] / 1e3:.1f} us"),
+        ("DRAM throughput", pct(metrics["dram_throughput_pct"])),
+        ("DRAM bytes read", f"{metrics['dram_bytes_read']:,}"),
+        ("DRAM bytes written", f"{metrics['dram_bytes_write']:,}"),
+    ]
+    if model_bytes:
+        moved = metrics["dram_bytes_read"] + metrics["dram_bytes_write"]
+        rows.append(("byte model", f"{model_bytes:,}"))
+        rows.append(("DRAM bytes / model", f"{moved / model_bytes:.3f}"))
+    rows += [
+        ("L2 hit rate", pct(metrics["l2_hit_rate_pct"])),
+        ("achieved occupancy", pct(metrics["achieved_occupancy_pct"])),
+        ("theoretical occupancy", pct(metrics["theoretical_occupancy_pct"])),
+        ("registers / thread", f"{metrics['registers_per_thread'] or 0:.0f}"),
+    ]
+    for i, s in enumerate(metrics["top_stalls"], 1):
+        rows.append((f"stall #{i}", f"{s['reason']} ({s['cycles_per_issue']:.2f} cycles/issue)"))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def profile(
+    op: str,
+    impl: str,
+    shape: list[int],
+    dtype: str,
+    *,
+    model_bytes: int | None = None,
+    extra_args: list[str] | None = None,
+    timeout: float = 300.0,
+) -> dict[str, Any]:
+    """Run ncu on one call of ``impl`` and return the excerpt record for the results file."""
+    ncu = find_ncu()
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "ncu.csv"
+        cmd = [
+            ncu,
+            "--clock-control",
+            "none",
+            "--profile-from-start",
+            "off",
+            "--target-processes",
+            "all",
+            "--csv",
+            "--page",
+            "raw",
+            "--print-units",
+            "base",
+            "--log-file",
+            str(log),
+            "--metrics",
+            ",".join(m for m, _ in METRICS) + "," + STALL_REGEX,
+            sys.executable,
+            "-m",
+            "minikernel.bench.ncu_target",
+            op,
+            impl,
+            ",".join(str(s) for s in shape),
+            dtype,
+            *(extra_args or []),
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        text = log.read_text() if log.exists() else ""
+        if proc.returncode != 0 or not text:
+            raise RuntimeError(
+                f"ncu failed for {op} {impl} {shape} {dtype} (exit {proc.returncode}):\n"
+                f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}\n{text[-2000:]}"
+            )
+    metrics = summarize(parse_raw_csv(text))
+    if model_bytes:
+        metrics["model_bytes"] = model_bytes
+    return {
+        "impl": impl,
+        "shape": list(shape),
+        "dtype": dtype,
+        "ncu_version": ncu_version(ncu),
+        "metrics": metrics,
+        "excerpt": format_excerpt(metrics, model_bytes),
+    }

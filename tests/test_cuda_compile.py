@@ -1,0 +1,105 @@
+"""Every .cu file compiles with NVRTC for sm_90 (H100/H200) and sm_120 (RTX 50xx), on any
+machine: NVRTC needs no GPU. ptxas' resource report is read and checked for every kernel."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import HAS_GPU
+
+from minikernel.cuda import (
+    CudaCompileError,
+    CudaUnavailableError,
+    compile_file,
+    get_kernel,
+    parse_ptxas_report,
+)
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "minikernel"
+# Kernel files only: standalone/ holds whole programs (with main) for plain nvcc.
+CU_FILES = sorted(p for p in SRC.rglob("*.cu") if "standalone" not in p.parts)
+STANDALONE = sorted(p for p in SRC.rglob("*.cu") if "standalone" in p.parts)
+ARCHS = ["sm_90", "sm_120"]
+
+# Registers per thread a kernel may use before it limits occupancy more than we intend. A file
+# listed here has a different budget, with the reason next to it.
+MAX_REGISTERS_DEFAULT = 64
+MAX_REGISTERS: dict[str, int] = {}
+
+
+def test_there_are_cu_files() -> None:
+    assert CU_FILES, f"no .cu files under {SRC}"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("path", CU_FILES, ids=lambda p: p.name)
+def test_compiles_without_spills(path: Path, arch: str) -> None:
+    module = compile_file(path, arch)
+    assert module.cubin[:4] == b"\x7fELF", "NVRTC did not return a cubin (ELF)"
+    assert module.usage, f"ptxas reported no kernels for {path.name}"
+    budget = MAX_REGISTERS.get(path.name, MAX_REGISTERS_DEFAULT)
+    report = "\n".join(
+        f"  {name}: {u.registers} regs, {u.spill_stores}/{u.spill_loads} B spilled "
+        f"(st/ld), {u.stack_frame} B stack, {u.shared_bytes} B static smem"
+        for name, u in sorted(module.usage.items())
+    )
+    print(f"\n{path.name} [{arch}] compiled in {module.seconds:.2f} s\n{report}")
+    for name, u in module.usage.items():
+        assert u.spill_stores == 0 and u.spill_loads == 0, f"{name} spills registers ({arch})"
+        assert u.stack_frame == 0, f"{name} uses a {u.stack_frame} B stack frame ({arch})"
+        assert u.registers <= budget, f"{name} uses {u.registers} registers > {budget} ({arch})"
+
+
+def test_wrong_fixture_still_compiles() -> None:
+    from fixtures.wrong_kernels import VECTOR_ADD_NOMASK_CU
+
+    assert "vector_add_nomask_f32" in compile_file(VECTOR_ADD_NOMASK_CU, "sm_90").usage
+
+
+def test_compile_error_names_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.cu"
+    bad.write_text('#include "common.cuh"\n\nextern "C" __global__ void k(float* x) { x[0] = ; }\n')
+    with pytest.raises(CudaCompileError, match=r"bad\.cu\(3\): error"):
+        compile_file(bad, "sm_90")
+
+
+def test_ptxas_report_parser() -> None:
+    log = (
+        "ptxas info    : Compiling entry function 'k_f32' for 'sm_90'\n"
+        "ptxas info    : Function properties for k_f32\n"
+        "ptxas         .     8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+        "ptxas info    : Used 40 registers, used 1 barriers, 4096 bytes smem\n"
+    )
+    u = parse_ptxas_report(log)["k_f32"]
+    assert (u.registers, u.spill_stores, u.spill_loads, u.stack_frame, u.shared_bytes) == (
+        40,
+        4,
+        4,
+        8,
+        4096,
+    )
+
+
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
+def test_no_gpu_is_reported_clearly() -> None:
+    with pytest.raises(CudaUnavailableError, match="no CUDA GPU is visible"):
+        get_kernel(CU_FILES[0], "anything")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("path", STANDALONE, ids=lambda p: p.name)
+def test_standalone_programs_build_with_nvcc(path: Path, tmp_path: Path) -> None:
+    """The plain-nvcc path of the hello-CUDA lab: a whole program, host code and all."""
+    from minikernel.cuda import CUDA_DIR
+
+    exe = tmp_path / path.stem
+    cmd = ["nvcc", "-arch=sm_90", f"-I{CUDA_DIR}", "-o", str(exe), str(path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert exe.exists()
+    if HAS_GPU:
+        run = subprocess.run([str(exe), "100003"], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0 and "0 wrong" in run.stdout, run.stdout + run.stderr
