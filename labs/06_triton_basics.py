@@ -10,7 +10,6 @@
 #     name: python3
 #   minikernel:
 #     ops: [copy, transpose, add_bias]
-#     pages: [triton/02, triton/06, triton/07]
 # ---
 
 # %% [markdown] lang="en"
