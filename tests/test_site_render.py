@@ -134,3 +134,20 @@ def test_numpy_fallback_benchmark(benchmark) -> None:  # type: ignore[no-untyped
     b = torch.randn(1 << 20)
     out = benchmark(vector_add, a, b, impl="numpy")
     assert torch.equal(out, a + b)
+
+
+def test_grid_table_pivots_two_fields() -> None:
+    f = results_file()
+    for i, r in enumerate(f.data["records"]):
+        r["block_size"], r["num_warps"] = (64, 128)[i % 2], (1, 2, 4)[i // 2 % 3]
+    md = render.grid_table(
+        f,
+        rows="block_size",
+        cols="num_warps",
+        field="median_us",
+        lang="en",
+        href="r.json",
+        best="min",
+    )
+    assert md.splitlines()[0] == "| block_size ↓ num_warps → | 1 | 2 | 4 |"
+    assert md.count("**") == 2

@@ -54,6 +54,15 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
                                   best=best, extra=where)
 
     @env.macro
+    def results_grid(op: str, rows: str, cols: str, field: str = "GBps",
+                     where: dict | None = None, best: str | None = "max",
+                     gpu: str | None = None) -> str:
+        """Two record fields as axes (e.g. block_size x num_warps), ``field`` in the cells."""
+        f = load(op, gpu)
+        return render.grid_table(f, rows=rows, cols=cols, field=field, lang=lang(),
+                                 href=href(op, f.slug), where=where, best=best)
+
+    @env.macro
     def results_plot(op: str, title: str, x_label: str, field: str = "GBps", x: str = "n",
                      impls: list[str] | None = None, dtype: str | None = None,
                      pass_: str | None = None, ceiling: str | None = "copy_GBps",

@@ -273,6 +273,49 @@ def pivot_table(
     return out + provenance(f, lang, href) + "\n"
 
 
+def grid_table(
+    f: ResultsFile,
+    *,
+    rows: str,
+    cols: str,
+    field: str,
+    lang: str,
+    href: str,
+    where: dict[str, Any] | None = None,
+    best: str | None = "max",
+) -> str:
+    """Two record fields as the axes (e.g. block_size down, num_warps across), ``field`` in
+    the cells; the best cell of the whole grid in bold."""
+    recs = [r for r in select(f, **(where or {})) if rows in r and cols in r]
+    if not recs:
+        raise ClaimFailed(f"{f.path.name}: no records with fields {rows!r} and {cols!r} {where}")
+    row_vals = sorted(dict.fromkeys(r[rows] for r in recs))
+    col_vals = sorted(dict.fromkeys(r[cols] for r in recs))
+    by = {(r[rows], r[cols]): r for r in recs}
+    present = [r[field] for r in recs if r.get(field) is not None]
+    winner = (max if best == "max" else min)(present) if (best and present) else None
+    lines = [f"| {escape(rows)} ↓ {escape(cols)} → | " + " | ".join(str(c) for c in col_vals)
+             + " |", "|---|" + "--:|" * len(col_vals)]
+    any_stale = False
+    for rv in row_vals:
+        cells = []
+        for cv in col_vals:
+            r = by.get((rv, cv))
+            v = r.get(field) if r else None
+            text = format_value(field, v, lang)
+            if v is not None and v == winner:
+                text = f"**{text}**"
+            if r is not None and is_stale(f.op, r):
+                text += " †"
+                any_stale = True
+            cells.append(text)
+        lines.append(f"| {rv} | " + " | ".join(cells) + " |")
+    out = "\n".join(lines) + "\n\n"
+    if any_stale:
+        out += f'<p class="mk-stale-note">{t(lang, "stale_note")}</p>\n'
+    return out + provenance(f, lang, href) + "\n"
+
+
 def compile_times_table(f: ResultsFile, lang: str, href: str) -> str:
     ct = f.data.get("compile_times")
     if not ct:
