@@ -192,7 +192,8 @@ def make_runner(
     (batch, heads, seq, head_dim). ``causal`` may come as text from the command line.
 
     For an ``sdpa:*`` peer whose backend refuses the case, calling the runner raises
-    RuntimeError (PyTorch's "No available kernel"): the lab skips that case.
+    RuntimeError (PyTorch's "No available kernel"): the lab skips that case. The runner's
+    ``inputs`` attribute holds its (q, k, v), for checking what it returns.
     """
     if isinstance(causal, str):
         causal = causal.lower() in ("1", "true", "causal", "yes")
@@ -203,10 +204,15 @@ def make_runner(
 
         backend = _sdpa_backend(impl)
 
-        def run_sdpa() -> torch.Tensor:
+        def run() -> torch.Tensor:
             with sdpa_kernel(backend):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
 
-        return run_sdpa
-    out = torch.empty_like(q)
-    return lambda: attention(q, k, v, causal=bool(causal), out=out, impl=impl)
+    else:
+        out = torch.empty_like(q)
+
+        def run() -> torch.Tensor:
+            return attention(q, k, v, causal=bool(causal), out=out, impl=impl)
+
+    run.inputs = (q, k, v)  # type: ignore[attr-defined]
+    return run
