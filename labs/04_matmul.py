@@ -185,7 +185,7 @@ def max_rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 def measure_shape(impl: str, shape: tuple[int, int, int], dtype: torch.dtype, ref, **kw) -> dict:  # type: ignore[no-untyped-def]
     m, n, k = shape
-    run = mm.make_runner(impl, list(shape), dtype, seed=sum(shape), **kw)
+    run = mm.make_runner(impl, list(shape), dtype, **kw)
     err = max_rel_err(run(), ref)
     ceiling = "fp32_mm_TFLOPs" if dtype == torch.float32 else None
     rec = lab.measure(
@@ -205,38 +205,35 @@ def measure_shape(impl: str, shape: tuple[int, int, int], dtype: torch.dtype, re
 # Triton in bf16 and fp16 against cuBLAS, same shapes, same run.
 for shape in SHAPES:
     for dtype in (torch.bfloat16, torch.float16):
-        a, b, _ = mm.make_inputs(*shape, dtype, "cuda", seed=sum(shape))
-        ref = mm.reference(a, b)
-        del a, b
+        inputs = mm.make_inputs(*shape, dtype, "cuda", seed=sum(shape))  # shared by all impls
+        ref = mm.reference(*inputs[:2])
         for impl in ("triton:1", "triton:2", "cublas"):
-            measure_shape(impl, shape, dtype, ref)
-        del ref
+            measure_shape(impl, shape, dtype, ref, inputs=inputs)
+        del ref, inputs
         torch.cuda.empty_cache()
 
 # The CUDA C ladder in fp32 against cuBLAS fp32 (TF32 off).
 rate: dict[str, float] = {}  # TFLOP/s of each rung on the last shape it ran
 for shape in SHAPES:
-    a, b, _ = mm.make_inputs(*shape, torch.float32, "cuda", seed=sum(shape))
-    ref = mm.reference(a, b)
-    del a, b
+    inputs = mm.make_inputs(*shape, torch.float32, "cuda", seed=sum(shape))
+    ref = mm.reference(*inputs[:2])
     flops = mm.matmul_flops(*shape)
     for impl in ("cuda:1", "cuda:2", "cuda:3", "cuda:4", "cuda:5", "cublas"):
         predicted_ms = flops / (rate[impl] * 1e9) if impl in rate else 0.0
         if impl != "cublas" and predicted_ms > MAX_CALL_MS:
             print(f"[matmul] skip {impl} at {shape}: one call would take ~{predicted_ms:.0f} ms")
             continue
-        rate[impl] = measure_shape(impl, shape, torch.float32, ref)["TFLOPs"]
-    del ref
+        rate[impl] = measure_shape(impl, shape, torch.float32, ref, inputs=inputs)["TFLOPs"]
+    del ref, inputs
     torch.cuda.empty_cache()
 
 # One fused epilogue: bias + exact GELU inside the Triton GEMM, against torch.addmm + gelu.
 EPI_SHAPE = (4096, 4096, 4096)
-a, b, bias = mm.make_inputs(*EPI_SHAPE, torch.bfloat16, "cuda", seed=sum(EPI_SHAPE))
-ref = mm.reference(a, b, bias, "gelu")
-del a, b, bias
+inputs = mm.make_inputs(*EPI_SHAPE, torch.bfloat16, "cuda", seed=sum(EPI_SHAPE))
+ref = mm.reference(*inputs, "gelu")
 for impl in ("triton:2", "torch:eager"):
-    measure_shape(impl, EPI_SHAPE, torch.bfloat16, ref, epilogue="bias+gelu")
-del ref
+    measure_shape(impl, EPI_SHAPE, torch.bfloat16, ref, epilogue="bias+gelu", inputs=inputs)
+del ref, inputs
 torch.cuda.empty_cache()
 
 # %% [markdown] lang="en"

@@ -187,9 +187,13 @@ def make_runner(
     causal: bool | str = False,
     device: str = "cuda",
     seed: int = 0,
+    *,
+    inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> Callable[[], torch.Tensor]:
     """A no-argument callable that runs ``impl`` once on seeded inputs of ``shape`` =
-    (batch, heads, seq, head_dim). ``causal`` may come as text from the command line.
+    (batch, heads, seq, head_dim), or on ``inputs`` = (q, k, v) when given (a lab shares one
+    set among the implementations it compares). ``causal`` may come as text from the command
+    line.
 
     For an ``sdpa:*`` peer whose backend refuses the case, calling the runner raises
     RuntimeError (PyTorch's "No available kernel"): the lab skips that case. The runner's
@@ -198,7 +202,7 @@ def make_runner(
     if isinstance(causal, str):
         causal = causal.lower() in ("1", "true", "causal", "yes")
     b, h, s, d = shape
-    q, k, v = make_inputs(b, h, s, d, dtype, device, seed)
+    q, k, v = inputs if inputs is not None else make_inputs(b, h, s, d, dtype, device, seed)
     if impl.startswith("sdpa:"):
         from torch.nn.attention import sdpa_kernel
 

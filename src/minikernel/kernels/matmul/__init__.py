@@ -246,8 +246,11 @@ def make_runner(
     epilogue: str = "none",
     device: str = "cuda",
     seed: int = 0,
+    *,
+    inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> Callable[[], torch.Tensor]:
-    """A no-argument callable that runs ``impl`` once on seeded inputs of ``shape`` = (M, N, K).
+    """A no-argument callable that runs ``impl`` once on seeded inputs of ``shape`` = (M, N, K),
+    or on ``inputs`` = (a, b, bias) when given (a lab shares one set among implementations).
 
     ``epilogue``: "none", "bias", "bias+relu" or "bias+gelu". Peers: "cublas" (torch.mm, for
     float32 with TF32 off) and "torch:eager" (torch.addmm and then the activation: the unfused
@@ -255,7 +258,7 @@ def make_runner(
     """
     m, n, k = shape
     has_bias, activation = EPILOGUES[epilogue]
-    a, b, bias = make_inputs(m, n, k, dtype, device, seed)
+    a, b, bias = inputs if inputs is not None else make_inputs(m, n, k, dtype, device, seed)
     bias_or_none = bias if has_bias else None
     c = torch.empty(m, n, dtype=dtype, device=device)
     if impl in ("cublas", "torch:eager"):
