@@ -16,7 +16,8 @@ from minikernel.testing import run_checked
 # multiple of 16/32/64, so every edge of every tile is partial, and K*2 bytes is not a multiple
 # of 16 (triton:2 falls back to triton:1). 127x129x255: one short of / one past the 128-wide
 # tiles of cuda:4-5 and the Triton GPU configs. 64x96x128 and 100x136x72: rows 16-byte aligned in
-# every dtype, so triton:2 runs its TMA path, the second with partial tiles in M, N and K.
+# every dtype, so triton:2-3 run their TMA path, the second with partial tiles in M, N and K
+# (and, in the interpreter's 4 persistent programs of triton:3, several tiles per program).
 SIZES = [(1, 1, 1), (17, 33, 65), (127, 129, 255), (64, 96, 128), (100, 136, 72)]
 # GPU only: one past the 128 x 256 tiles in every direction, and a tall-skinny product.
 GPU_SIZES = [(257, 385, 129), (1000, 64, 4097)]
@@ -91,7 +92,7 @@ def test_variant_matches_reference(impl: str, m: int, n: int, k: int, dtype: tor
 
 @pytest.mark.parametrize("activation", [None, "relu", "gelu"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
-@pytest.mark.parametrize("impl", ["triton:1", "triton:2"])
+@pytest.mark.parametrize("impl", ["triton:1", "triton:2", "triton:3"])
 def test_fused_bias_and_activation(impl: str, dtype: torch.dtype, activation: str | None) -> None:
     if (why := _runnable(impl, dtype)) is not None:
         pytest.skip(why)

@@ -88,9 +88,10 @@ def _triton(rung: int) -> Callable[..., torch.Tensor]:
     ) -> torch.Tensor:
         from . import triton_kernels as tk
 
-        if rung == 2 and tk.tma_compatible(a, b, c):
-            return tk.launch_kernel2(a, b, c, bias, activation)
-        # kernel2's descriptors need 16-byte aligned rows; kernel1 takes any shape.
+        if rung >= 2 and tk.tma_compatible(a, b, c):
+            launch = tk.launch_kernel2 if rung == 2 else tk.launch_kernel3
+            return launch(a, b, c, bias, activation)
+        # kernels 2-3 build TMA descriptors, which need 16-byte aligned rows; kernel1 takes any.
         return tk.launch_kernel1(a, b, c, bias, activation)
 
     return run
@@ -148,13 +149,20 @@ VARIANTS: dict[str, Variant] = {
         _TRITON_SOURCES,
         "triton:1 with TMA tensor descriptors (falls back to triton:1 on unaligned rows)",
     ),
+    "triton:3": Variant(
+        OP,
+        "triton:3",
+        _triton(3),
+        _TRITON_SOURCES,
+        "triton:2, persistent: one program per SM, tile and K loops flattened and pipelined",
+    ),
 }
 
 
 def default_impl(t: torch.Tensor) -> str:
     """The implementation :func:`matmul` picks when none is named."""
     if t.is_cuda or os.environ.get("TRITON_INTERPRET") == "1":
-        return "triton:2"
+        return "triton:3"
     return "torch"
 
 

@@ -14,6 +14,9 @@ the tensor cores (an fp32 FMA path would be ~15x slower on an H100).
   matmul_kernel2  the same tiles, loaded and stored by the TMA engine through tensor
                   descriptors: no address arithmetic or masks in the loop; the edges come free
                   (zero fill on loads, clipping on stores). Needs 16-byte aligned rows.
+  matmul_kernel3  kernel2, persistent: one program per SM walks over tiles (stride = the SM
+                  count), and the compiler flattens the tile and K loops into one pipelined
+                  loop, so the loads of the next tile overlap the epilogue of this one.
 """
 
 from __future__ import annotations
@@ -140,6 +143,48 @@ def matmul_kernel2(
 # --8<-- [end:kernel2]
 
 
+# --8<-- [start:kernel3]
+@triton.jit(do_not_specialize=["M", "N", "K"])
+def matmul_kernel3(
+    a_desc,
+    b_desc,
+    c_desc,
+    bias_ptr,
+    M,
+    N,
+    K,
+    num_programs,
+    HAS_BIAS: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    per_group = GROUP_M * num_pid_n
+    # flatten=True: tile loop and K loop become one software-pipelined loop.
+    for tile in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=True):
+        first_m = (tile // per_group) * GROUP_M
+        group_m = min(num_pid_m - first_m, GROUP_M)
+        pid_m = first_m + (tile % per_group) % group_m
+        pid_n = (tile % per_group) // group_m
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+            acc = tl.dot(a, b, acc, input_precision="tf32")
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = _epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+
+
+# --8<-- [end:kernel3]
+
+
 # --8<-- [start:configs]
 def _cfg(bm: int, bn: int, bk: int, stages: int, warps: int) -> triton.Config:
     return triton.Config(
@@ -182,7 +227,12 @@ def _configs_for_dtype(configs: list, named_args: dict, **kwargs: object) -> lis
         return configs
     first = named_args.get("a_ptr", named_args.get("a_desc"))
     dtype = first.base.dtype if isinstance(first, TensorDescriptor) else first.dtype
-    return CONFIGS_32BIT if dtype == torch.float32 else CONFIGS_16BIT
+    configs = CONFIGS_32BIT if dtype == torch.float32 else CONFIGS_16BIT
+    if "num_programs" in named_args:
+        # kernel3 keeps a C tile in shared memory for its TMA store beside the K pipeline:
+        # 4 stages of 128 x 256 tiles would need 257 KB, more than an SM has.
+        configs = [c for c in configs if not (c.kwargs["BLOCK_N"] == 256 and c.num_stages == 4)]
+    return configs
 
 
 def _tuned(kernel: triton.JITFunction) -> triton.runtime.Autotuner:
@@ -198,6 +248,7 @@ def _tuned(kernel: triton.JITFunction) -> triton.runtime.Autotuner:
 
 matmul_kernel1_tuned = _tuned(matmul_kernel1)
 matmul_kernel2_tuned = _tuned(matmul_kernel2)
+matmul_kernel3_tuned = _tuned(matmul_kernel3)
 # --8<-- [end:configs]
 
 
@@ -235,6 +286,10 @@ def tma_compatible(*tensors: torch.Tensor) -> bool:
     )
 
 
+def _desc(t: torch.Tensor) -> TensorDescriptor:
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), [16, 16])  # box set by pre_hook
+
+
 def launch_kernel2(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -244,18 +299,50 @@ def launch_kernel2(
 ) -> torch.Tensor:
     m, k = a.shape
     n = b.shape[1]
-
-    def desc(t: torch.Tensor) -> TensorDescriptor:
-        return TensorDescriptor(t, list(t.shape), list(t.stride()), [16, 16])  # box: pre_hook
-
     matmul_kernel2_tuned[_grid(m, n)](
-        desc(a),
-        desc(b),
-        desc(c),
+        _desc(a),
+        _desc(b),
+        _desc(c),
         c if bias is None else bias,
         m,
         n,
         k,
+        HAS_BIAS=bias is not None,
+        ACTIVATION=activation,
+    )
+    return c
+
+
+def _num_sms(t: torch.Tensor) -> int:
+    if not t.is_cuda:
+        return 4  # the interpreter: a few programs, each walking several tiles
+    return torch.cuda.get_device_properties(t.device).multi_processor_count
+
+
+def launch_kernel3(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor,
+    bias: torch.Tensor | None,
+    activation: str | None,
+) -> torch.Tensor:
+    m, k = a.shape
+    n = b.shape[1]
+    sms = _num_sms(a)
+
+    def grid(meta: dict) -> tuple[int]:
+        tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
+        return (min(sms, tiles),)
+
+    matmul_kernel3_tuned[grid](
+        _desc(a),
+        _desc(b),
+        _desc(c),
+        c if bias is None else bias,
+        m,
+        n,
+        k,
+        sms,
         HAS_BIAS=bias is not None,
         ACTIVATION=activation,
     )
