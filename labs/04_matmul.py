@@ -10,7 +10,6 @@
 #     name: python3
 #   minikernel:
 #     op: matmul
-#     page: checkpoint-c3a/e3-against-cublas
 # ---
 
 # %% [markdown] lang="en"

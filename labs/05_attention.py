@@ -10,7 +10,6 @@
 #     name: python3
 #   minikernel:
 #     op: attention
-#     page: checkpoint-c3a/attention-tile
 # ---
 
 # %% [markdown] lang="en"
