@@ -228,6 +228,18 @@ def test_two_views_moved_apart_no_longer_share(base: torch.Tensor) -> None:
     assert t[1, 0] == 1.0 and base[0, 1] == 1.0
 
 
+def test_moving_a_leaf_makes_a_new_node_in_the_graph() -> None:
+    """w.to(...) on a tensor that requires grad is an operation like any other: the result is
+    not a leaf, and the gradient flows back to the original (the classic `.cuda()` trap)."""
+    w = torch.ones(3, requires_grad=True)
+    moved = w.to(torch.float64)  # on a GPU machine, w.cuda() behaves the same way
+    assert not moved.is_leaf and sb.graph_of(moved) == ["ToCopyBackward0", "AccumulateGrad"]
+    moved.sum().backward()
+    with pytest.warns(UserWarning, match="not a leaf"):  # PyTorch itself warns about the trap
+        assert moved.grad is None
+    assert torch.equal(w.grad, torch.ones(3))
+
+
 def test_module_to_keeps_parameter_objects_and_swaps_storage() -> None:
     layer = nn.Linear(3, 2)
     report = sb.move_module(layer, torch.float64)  # a dtype change moves storage on the CPU
