@@ -60,6 +60,18 @@ def _html(site: Path, page: Path, lang: str) -> Path:
     )
 
 
+def test_snippet_lines_are_intact() -> None:
+    """A formatter once rewrote `--8<-- "..."` inside Markdown code blocks as `--8 < --"..."`,
+    which renders as text instead of the included code, silently."""
+    broken = [
+        f"{p}:{i}"
+        for p in DOCS.rglob("*.md")
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"--8\s+<\s*--", line)
+    ]
+    assert not broken
+
+
 def test_every_page_has_a_spanish_twin() -> None:
     missing = [p for p in english_pages() if not p.with_name(p.stem + ".es.md").exists()]
     assert not missing
