@@ -18,20 +18,20 @@ from minikernel.cuda import CudaCompileError, CudaUnavailableError, compile_file
 
 PROBES = Path(__file__).resolve().parent / "fixtures" / "arch_probes"
 
+# Targets: sm_80 (A100; sm_86 and sm_89, RTX 30xx and 40xx, behave the same here), sm_90a (H100,
+# H200), sm_100a (B200, datacenter Blackwell), sm_120a (RTX 5090, consumer Blackwell). An "a"
+# target enables the features only that generation has, which its successors may drop.
 # --8<-- [start:table]
-# target:  sm_80 (A100; sm_86/89 for RTX 30xx/40xx behave the same here), sm_90a (H100, H200),
-#          sm_100a (B200, datacenter Blackwell), sm_120a (RTX 5090, consumer Blackwell).
-# The "a" targets enable features that only that generation has and its successors may drop.
 TARGETS = ["sm_80", "sm_90a", "sm_100a", "sm_120a"]
 HAS = {
     # warp-level MMA (mma.sync): every NVIDIA GPU since Ampere
-    "mma_sync": {"sm_80": True, "sm_90a": True, "sm_100a": True, "sm_120a": True},
-    # TMA: bulk tensor copies between global and shared memory, since Hopper
-    "tma": {"sm_80": False, "sm_90a": True, "sm_100a": True, "sm_120a": True},
+    "mma_sync": dict(sm_80=True, sm_90a=True, sm_100a=True, sm_120a=True),
+    # TMA: bulk tensor copies between global and shared memory
+    "tma": dict(sm_80=False, sm_90a=True, sm_100a=True, sm_120a=True),
     # warpgroup MMA (wgmma): Hopper only; neither Blackwell has it
-    "wgmma": {"sm_80": False, "sm_90a": True, "sm_100a": False, "sm_120a": False},
-    # tensor memory (TMEM), where tcgen05.mma accumulates: datacenter Blackwell only
-    "tcgen05": {"sm_80": False, "sm_90a": False, "sm_100a": True, "sm_120a": False},
+    "wgmma": dict(sm_80=False, sm_90a=True, sm_100a=False, sm_120a=False),
+    # tensor memory (TMEM), where tcgen05.mma accumulates: SM100 only
+    "tcgen05": dict(sm_80=False, sm_90a=False, sm_100a=True, sm_120a=False),
 }
 # --8<-- [end:table]
 
@@ -52,3 +52,7 @@ def test_instruction_availability(probe: str, target: str) -> None:
         assert "not supported on .target" in log or "requires .target" in log, log
         return
     assert expected, f"{probe} compiled for {target}, but the table says {target} lacks it"
+
+
+def test_every_probe_is_in_the_table() -> None:
+    assert sorted(p.stem for p in PROBES.glob("*.cu")) == sorted(HAS)
