@@ -123,8 +123,10 @@ __device__ __forceinline__ float safe_shift(float m) { return m == MK_NEG_INF ? 
 __device__ __forceinline__ MaxSum ms_merge(MaxSum a, MaxSum b) {
     const float m = fmaxf(a.m, b.m);
     const float shift = safe_shift(m);
-    // Symmetric in a and b, bit for bit: butterfly reductions leave every lane the same result.
-    return {m, a.s * __expf(a.m - shift) + b.s * __expf(b.m - shift)};
+    // Symmetric in a and b, bit for bit, so that a butterfly leaves every lane the same result.
+    // __fmul_rn keeps the compiler from fusing one product into the addition (an FMA would
+    // round a.s * ea and b.s * eb differently depending on which side is `a`).
+    return {m, __fmul_rn(a.s, __expf(a.m - shift)) + __fmul_rn(b.s, __expf(b.m - shift))};
 }
 
 // One element into a running summary: the recurrence of Milakov & Gimelshein,
@@ -542,19 +544,27 @@ SOFTMAX7_SIZES_16BIT(bf16, mk_bf16)
 // each vector into the thread's online (max, sum); one block reduction; pass 2 walks the row
 // BACKWARDS, normalising and storing. Pass 2 reads x a second time, but the chunks it reads first
 // are the ones pass 1 read last, so they are the likeliest to still be in L2; pass 1 asks L2 to
-// keep its lines (evict_last), pass 2's streaming loads mark them evict-first again. DRAM traffic
+// keep its lines (evict_last), pass 2's loads mark them evict_first again. DRAM traffic
 // is 2 * M * N * sizeof(T) while a row times the rows in flight fits in L2, and creeps towards
 // 3 * M * N * sizeof(T) beyond that.
-__device__ __forceinline__ unsigned long long l2_evict_last_policy() {
+// An L2 cache policy (sm_80+) is a 64-bit value made by createpolicy; a load that carries it
+// sets the priority of the lines it touches.
+__device__ __forceinline__ unsigned long long l2_policy_evict_last() {
     unsigned long long policy;
     asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
     return policy;
 }
 
+__device__ __forceinline__ unsigned long long l2_policy_evict_first() {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+
 template <typename T>
-__device__ __forceinline__ Vec<T> load_vec_keep(const T* p, unsigned long long policy) {
+__device__ __forceinline__ Vec<T> load_vec_hint(const T* p, unsigned long long policy) {
     uint4 r;
-    asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
                  : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                  : "l"(p), "l"(policy));
     return *reinterpret_cast<Vec<T>*>(&r);
@@ -573,7 +583,7 @@ __device__ __forceinline__ void softmax8(const T* x, T* y, long long N) {
     const RowSplit sp = split_row(xr, N);
     const T* xb = xr + sp.head;
     T* yb = yr + sp.head;
-    const unsigned long long keep = l2_evict_last_policy();
+    const unsigned long long keep = l2_policy_evict_last(), drop = l2_policy_evict_first();
 
     MaxSum t = {MK_NEG_INF, 0.f};
     for (long long base = 0; base < sp.nvec; base += STEP) {  // pass 1, forward
@@ -581,7 +591,7 @@ __device__ __forceinline__ void softmax8(const T* x, T* y, long long N) {
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
             const long long i = base + static_cast<long long>(u) * THREADS + tid;
-            v[u] = i < sp.nvec ? load_vec_keep(xb + i * VN, keep) : neg_inf_vec<T>();
+            v[u] = i < sp.nvec ? load_vec_hint(xb + i * VN, keep) : neg_inf_vec<T>();
         }
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) t = ms_add_vec(t, v[u]);
@@ -604,7 +614,7 @@ __device__ __forceinline__ void softmax8(const T* x, T* y, long long N) {
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
             const long long i = base + static_cast<long long>(u) * THREADS + tid;
-            if (i < sp.nvec) v[u] = load_vec(xb + i * VN);
+            if (i < sp.nvec) v[u] = load_vec_hint(xb + i * VN, drop);
         }
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
@@ -679,18 +689,19 @@ __device__ __forceinline__ void softmax9(const T* x, T* y, long long N) {
         partial[1] = b.s;
     }
     // Every block's pair written (release) and visible to every block (acquire).
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
-                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+    asm volatile("barrier.cluster.arrive.release;\n\t"
+                 "barrier.cluster.wait.acquire;" ::: "memory");
     MaxSum t = {MK_NEG_INF, 0.f};
 #pragma unroll
     for (int r = 0; r < CLUSTER; ++r) {
         t = ms_merge(t, {ld_dsmem(&partial[0], r), ld_dsmem(&partial[1], r)});
     }
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");  // done reading them
+    // Done reading the others' shared memory: release orders those reads before the arrival.
+    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
     const float inv = 1.f / t.s;
     store_chunk<T, VPT, THREADS>(f, yr + sp.head, first, nvec, tid, t.m, inv);
     if (tid < n_edge) yr[e_idx] = from_float<T>(__expf(e - t.m) * inv);
-    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // nobody leaves while read from
+    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");  // leave only when all did
 }
 
 #define SOFTMAX9(SUFFIX, T, THREADS, CLUSTER)                                                \
