@@ -79,7 +79,7 @@ def _triton2(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def _numpy(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """CPU fallback: three passes in float32 NumPy (it has no bfloat16), rounded once to y's
     dtype. NumPy's max propagates NaN, so special rows come out as torch's."""
-    a = x.float().numpy()
+    a = x.detach().float().numpy()
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         e = np.exp(a - a.max(axis=1, keepdims=True))
         out = e / e.sum(axis=1, keepdims=True)
