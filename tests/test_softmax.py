@@ -79,6 +79,8 @@ def _rows(impl: str, m: int) -> int:
 
 
 def _device(impl: str) -> str:
+    if impl == "numpy":
+        return "cpu"
     return "cuda" if impl.startswith("cuda:") else DEVICE
 
 
