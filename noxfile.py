@@ -19,6 +19,9 @@ nox.options.reuse_venv = "yes"
 def _install_cpu(session: nox.Session, *groups: str) -> None:
     """The package and dependency groups, with the CPU build of torch (no CUDA download)."""
     deps = [d for g in groups for d in nox.project.dependency_groups(PYPROJECT, g)]
+    # A new pip: the one a Python 3.11 venv starts with predates editable installs of
+    # hatchling projects.
+    session.install("pip>=25")
     session.install(*CPU_CONSTRAINTS, "torch")
     session.install(*CPU_CONSTRAINTS, "-e", ".", *deps)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,7 +34,28 @@ torch::Tensor add(torch::Tensor a, torch::Tensor b) {
 
 
 def nvrtc_seconds(path: Path, arch: str) -> float:
+    """One compile in this process, NVRTC already loaded: the cost of each further kernel."""
     return compile_file(path, arch).seconds
+
+
+_COLD = """
+import sys, time
+t0 = time.perf_counter()
+from minikernel.cuda import compile_file
+compile_file(sys.argv[1], sys.argv[2])
+print(time.perf_counter() - t0)
+"""
+
+
+def nvrtc_cold_seconds(path: Path, arch: str) -> float:
+    """A fresh process: importing the bindings, loading NVRTC, then compiling (first use)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _COLD, str(path), arch],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def nvcc_seconds(path: Path, arch: str) -> float | None:
@@ -75,6 +97,7 @@ def measure(path: Path, arch: str, *, with_load_inline: bool) -> dict[str, Any]:
         "file": path.name,
         "arch": arch,
         "nvrtc_s": round(nvrtc_seconds(path, arch), 3),
+        "nvrtc_cold_s": round(nvrtc_cold_seconds(path, arch), 3),
     }
     nvcc = nvcc_seconds(path, arch)
     out["nvcc_s"] = None if nvcc is None else round(nvcc, 3)

@@ -77,6 +77,7 @@ def collect_env() -> dict[str, Any]:
         "cc": f"{props.major}.{props.minor}",
         "sms": props.multi_processor_count,
         "memory_GB": round(props.total_memory / 1e9, 1),
+        "l2_MB": round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
         "driver": _driver_version(),
         "cuda": torch.version.cuda or "unknown",
         "torch": torch.__version__.split("+")[0],

@@ -33,6 +33,7 @@ PEER_PACKAGES = {
     "quack": "quack-kernels",
     "cublas": "torch",
     "cudnn": "torch",
+    "sdpa": "torch",
 }
 
 

@@ -32,6 +32,12 @@ METRICS: list[tuple[str, str]] = [
     ("sm__warps_active.avg.pct_of_peak_sustained_active", "achieved_occupancy_pct"),
     ("sm__maximum_warps_per_active_cycle_pct", "theoretical_occupancy_pct"),
     ("launch__registers_per_thread", "registers_per_thread"),
+    # Coalescing: 32-byte sectors fetched per warp-level request. A fully coalesced 4-byte
+    # access by 32 threads needs 4 sectors; a strided one needs up to 32.
+    ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "ld_requests"),
+    ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "ld_sectors"),
+    ("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", "st_requests"),
+    ("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "st_sectors"),
     ("launch__grid_size", "grid_size"),
     ("launch__block_size", "block_size"),
 ]
@@ -120,8 +126,16 @@ def summarize(kernels: list[dict[str, Any]]) -> dict[str, Any]:
     top = sorted(
         ((s, v) for s, v in stall_totals.items() if s != "selected"), key=lambda kv: -kv[1]
     )[:3]
+
+    def per_request(sectors: str, requests: str) -> float | None:
+        sec = sum(m[sectors] or 0 for m in per_kernel)
+        req = sum(m[requests] or 0 for m in per_kernel)
+        return round(sec / req, 2) if req else None
+
     return {
         "kernels": len(per_kernel),
+        "ld_sectors_per_request": per_request("ld_sectors", "ld_requests"),
+        "st_sectors_per_request": per_request("st_sectors", "st_requests"),
         "kernel_names": [m["kernel"] for m in per_kernel],
         "duration_ns": sum(m["duration_ns"] or 0 for m in per_kernel),
         "dram_bytes_read": int(sum(m["dram_bytes_read"] or 0 for m in per_kernel)),
@@ -160,6 +174,12 @@ def format_excerpt(metrics: dict[str, Any], model_bytes: int | None) -> str:
         ("theoretical occupancy", pct(metrics["theoretical_occupancy_pct"])),
         ("registers / thread", f"{metrics['registers_per_thread'] or 0:.0f}"),
     ]
+    for key, label in (
+        ("ld_sectors_per_request", "global load sectors / request"),
+        ("st_sectors_per_request", "global store sectors / request"),
+    ):
+        if metrics.get(key) is not None:
+            rows.append((label, f"{metrics[key]:.2f}"))
     for i, s in enumerate(metrics["top_stalls"], 1):
         rows.append((f"stall #{i}", f"{s['reason']} ({s['cycles_per_issue']:.2f} cycles/issue)"))
     width = max(len(k) for k, _ in rows)

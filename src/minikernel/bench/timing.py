@@ -2,7 +2,7 @@
 
 - Events around each call, after a warm-up, with L2 flushed before every call
   (``triton.testing.do_bench`` writes a 256 MB buffer between calls), so that a kernel whose
-  data fits in the 60 MB L2 of an H100/H200 is not timed reading its own cache.
+  data fits in the L2 cache (tens of MB on an H100/H200) is not timed reading its own cache.
 - The median and the 20th/80th percentiles of many calls, not the mean: one preempted call
   should not move the number.
 - Under about 10 us a call is mostly launch overhead and event resolution, so small cases are

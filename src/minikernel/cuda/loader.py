@@ -324,6 +324,7 @@ class LoadedModule:
 
 
 _modules: dict[tuple[str, int, str], LoadedModule] = {}
+_kernels: dict[tuple[str, int, str], Kernel] = {}
 _lock = threading.Lock()
 compile_seconds: dict[str, float] = {}
 """Seconds NVRTC took per compiled file in this process (cache hits are not recorded)."""
@@ -375,8 +376,26 @@ def load(path: str | os.PathLike[str], *, device: int | None = None) -> LoadedMo
 
 
 def get_kernel(path: str | os.PathLike[str], name: str) -> Kernel:
-    """The kernel ``name`` of the .cu file ``path``, compiled for the current device."""
-    return load(path).kernel(name)
+    """The kernel ``name`` of the .cu file ``path``, compiled for the current device.
+
+    This sits on every launch, so after the first call it is one dictionary lookup: reading and
+    hashing the sources each time cost about 100 us per launch, far more than a small kernel.
+    (Edit a .cu file in a running process and call :func:`clear` to pick up the change.)
+    """
+    import torch
+
+    key = (os.fspath(path), torch.cuda.current_device() if torch.cuda.is_available() else -1, name)
+    kernel = _kernels.get(key)
+    if kernel is None:
+        kernel = _kernels[key] = load(path).kernel(name)
+    return kernel
+
+
+def clear() -> None:
+    """Forget every loaded module and kernel of this process (the disk cache stays)."""
+    with _lock:
+        _kernels.clear()
+        _modules.clear()
 
 
 def _cache_stem(arch: str, digest: str) -> str:

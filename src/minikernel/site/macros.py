@@ -1,0 +1,156 @@
+"""The mkdocs-macros module: binds the renderers in ``render.py`` to pages.
+
+Pages opt in with ``render_macros: true`` in their front matter. Every macro takes the op name
+(the results file) and selects records by field; a missing file or record, or a claim that no
+longer holds, raises, and with ``on_error_fail: true`` the build fails. The macros are
+documented for contributors in docs/contributing.md.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+from typing import Any
+
+from . import data, render
+from .notebooks import generate
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by design
+    default_gpu = env.conf.get("extra", {}).get("results_gpu", "h200")
+    generate(ROOT / "labs", Path(env.conf["docs_dir"]))
+    data.current_hash.cache_clear()
+
+    def lang() -> str:
+        page = env.page
+        locale = getattr(getattr(page, "file", None), "locale", None)
+        return locale or env.conf["theme"].get("language") or "en"
+
+    def gpu_of(gpu: str | None) -> str:
+        meta = getattr(env.page, "meta", {}) or {}
+        return gpu or meta.get("results_gpu") or default_gpu
+
+    def href(op: str, slug: str) -> str:
+        # Results files are copied into the site under results/ (docs/results links to them).
+        url = env.page.url or ""
+        depth = url.count("/")  # "a/b/page/" and "a/b/page.html" both sit 3 and 2 deep
+        return posixpath.join(*([".."] * depth or ["."]), "results", slug, f"{op}.json")
+
+    def load(op: str, gpu: str | None) -> data.ResultsFile:
+        slug = gpu_of(gpu)
+        return data.results_file(op, slug)
+
+    @env.macro
+    def results_table(op: str, field: str = "GBps", impls: list[str] | None = None,
+                      dtype: str | None = None, pass_: str | None = None,
+                      shapes: list[list] | None = None, best: str | None = "max",
+                      gpu: str | None = None, where: dict | None = None) -> str:
+        """Pivot table: shapes down, implementations across, ``field`` in the cells."""
+        f = load(op, gpu)
+        return render.pivot_table(f, field=field, lang=lang(), href=href(op, f.slug),
+                                  impls=impls, dtype=dtype, pass_=pass_, shapes=shapes,
+                                  best=best, extra=where)
+
+    @env.macro
+    def results_grid(op: str, rows: str, cols: str, field: str = "GBps",
+                     where: dict | None = None, best: str | None = "max",
+                     gpu: str | None = None) -> str:
+        """Two record fields as axes (e.g. block_size x num_warps), ``field`` in the cells."""
+        f = load(op, gpu)
+        return render.grid_table(f, rows=rows, cols=cols, field=field, lang=lang(),
+                                 href=href(op, f.slug), where=where, best=best)
+
+    @env.macro
+    def results_plot(op: str, title: str, x_label: str, field: str = "GBps", x: str = "n",
+                     impls: list[str] | None = None, dtype: str | None = None,
+                     pass_: str | None = None, ceiling: str | None = "copy_GBps",
+                     gpu: str | None = None, where: dict | None = None,
+                     log_y: bool = False) -> str:
+        """An inline SVG line plot of ``field`` against a shape dimension, with the ceiling."""
+        f = load(op, gpu)
+        return render.line_plot(f, lang=lang(), href=href(op, f.slug), title=title,
+                                x_label=x_label, field=field, x=x, impls=impls, dtype=dtype,
+                                pass_=pass_, ceiling=ceiling, extra=where, log_y=log_y)
+
+    @env.macro
+    def figure(op: str, sel: dict, field: str = "GBps", gpu: str | None = None) -> str:
+        """One measured value, inline, with its provenance."""
+        f = load(op, gpu)
+        return render.figure(f, sel, field, lang(), href(op, f.slug))
+
+    @env.macro
+    def value(op: str, sel: dict, field: str = "GBps", gpu: str | None = None) -> str:
+        """One measured value, formatted, with no provenance (for use next to a figure())."""
+        f = load(op, gpu)
+        rec = data.one(f, **sel)
+        return render.format_value(field, rec.get(field), lang())
+
+    @env.macro
+    def ratio(op: str, num: dict, den: dict, field: str = "median_us",
+              gpu: str | None = None) -> str:
+        """num[field] / den[field], e.g. a slowdown or a speed-up, as "1.23×"."""
+        f = load(op, gpu)
+        return render.fmt.ratio(render.ratio_value(f, num, den, field), lang())
+
+    @env.macro
+    def speedup(op: str, fast: dict, slow: dict, at_least: float = 1.0,
+                gpu: str | None = None) -> str:
+        """time(slow) / time(fast) as "1.23×"; fails the build if it is below ``at_least``."""
+        r = render.speedup(load(op, gpu), fast, slow, at_least)
+        return render.fmt.ratio(r, lang())
+
+    @env.macro
+    def at_least(op: str, sel: dict, field: str, threshold: float,
+                 gpu: str | None = None) -> str:
+        """The value of ``field`` (formatted); fails the build if it is below ``threshold``."""
+        v = render.check_at_least(load(op, gpu), sel, field, threshold)
+        return render.format_value(field, v, lang())
+
+    @env.macro
+    def predict_us(op: str, nbytes: int, name: str = "copy_GBps", gpu: str | None = None) -> str:
+        """The time ``nbytes`` take at the measured ceiling: a prediction, made before the
+        kernel's own numbers are read."""
+        f = load(op, gpu)
+        us = nbytes / (f.data["ceilings"][name] * 1e9) * 1e6
+        return render.format_value("median_us", us, lang())
+
+    @env.macro
+    def ceiling(op: str, name: str = "copy_GBps", gpu: str | None = None) -> str:
+        f = load(op, gpu)
+        v = f.data["ceilings"][name]
+        return render.format_value("GBps" if name.endswith("GBps") else "TFLOPs", v, lang())
+
+    @env.macro
+    def ncu(op: str, impl: str, shape: list | None = None, dtype: str | None = None,
+            gpu: str | None = None) -> str:
+        """The fixed-metric Nsight Compute excerpt recorded for ``impl``."""
+        f = load(op, gpu)
+        return render.ncu_excerpt(f, impl, lang(), href(op, f.slug), shape, dtype)
+
+    @env.macro
+    def ncu_metric(op: str, impl: str, metric: str, shape: list | None = None,
+                   gpu: str | None = None) -> str:
+        """One metric of an ncu excerpt (bytes, percentages), formatted."""
+        f = load(op, gpu)
+        found = [n for n in f.data.get("ncu", []) if n["impl"] == impl
+                 and (shape is None or list(n["shape"]) == list(shape))]
+        if len(found) != 1:
+            raise render.ClaimFailed(f"{op}: no single ncu excerpt for {impl}")
+        v = found[0]["metrics"][metric]
+        if metric.endswith("_pct"):
+            return render.fmt.percent(v / 100, lang())
+        if "bytes" in metric:
+            return render.fmt.bytes_(v, lang())
+        return render.format_value(metric, v, lang())
+
+    @env.macro
+    def compile_times(op: str, gpu: str | None = None) -> str:
+        f = load(op, gpu)
+        return render.compile_times_table(f, lang(), href(op, f.slug))
+
+    @env.macro
+    def provenance(op: str, gpu: str | None = None) -> str:
+        f = load(op, gpu)
+        return render.provenance(f, lang(), href(op, f.slug))

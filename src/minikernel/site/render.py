@@ -1,0 +1,401 @@
+"""Renderers: pure functions from results (and a language) to Markdown / HTML / SVG text.
+
+They know nothing of MkDocs; ``macros.py`` binds them to pages. Every output carries its
+provenance (GPU, date, commit, versions, a link to the results file) and flags stale numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from html import escape
+from typing import Any
+
+from . import fmt, svgplot
+from .data import ResultsFile, is_stale, one, select
+
+
+class ClaimFailed(AssertionError):
+    """A comparison a page states no longer holds for the committed results."""
+
+
+TEXT = {
+    "en": {
+        "measured": "Measured on {gpu} on {date}, commit {commit}{dirty}",
+        "versions": "driver {driver}, CUDA {cuda}, PyTorch {torch}, Triton {triton}",
+        "file": "results file",
+        "dirty": " (uncommitted changes)",
+        "stale": "stale",
+        "stale_title": "The source of this kernel has changed since it was measured; "
+        "run 'nox -s labs -- {op}' to measure it again.",
+        "stale_note": "† stale: the kernel's source changed after this was measured.",
+        "other_gpu": "measured on {gpu}, not on the {slug} this page names",
+        "size": "size",
+        "shape": "shape",
+        "ceiling": "{name} ceiling",
+        "copy": "copy",
+        "bf16_mm": "bf16 matmul",
+        "elements": "elements",
+        "missing": "—",
+        "ncu_title": "Nsight Compute {version}, `{impl}`, {shape} {dtype}",
+        "compile_file": "file",
+        "nvrtc": "NVRTC, further kernels (in-process)",
+        "nvrtc_cold": "NVRTC, first use (new process)",
+        "nvcc": "nvcc -cubin (command line)",
+        "load_inline": "torch.utils.cpp_extension.load_inline, first use",
+        "way": "way to build",
+        "time": "time",
+    },
+    "es": {
+        "measured": "Medido en una {gpu} el {date}, commit {commit}{dirty}",
+        "versions": "driver {driver}, CUDA {cuda}, PyTorch {torch}, Triton {triton}",
+        "file": "fichero de resultados",
+        "dirty": " (con cambios sin commitear)",
+        "stale": "desactualizado",
+        "stale_title": "El código de este kernel ha cambiado desde que se midió; "
+        "ejecuta «nox -s labs -- {op}» para medirlo de nuevo.",
+        "stale_note": "† desactualizado: el código del kernel cambió después de medirlo.",
+        "other_gpu": "medido en una {gpu}, no en la {slug} que nombra esta página",
+        "size": "tamaño",
+        "shape": "forma",
+        "ceiling": "techo de {name}",
+        "copy": "copia",
+        "bf16_mm": "matmul bf16",
+        "elements": "elementos",
+        "missing": "—",
+        "ncu_title": "Nsight Compute {version}, `{impl}`, {shape} {dtype}",
+        "compile_file": "fichero",
+        "nvrtc": "NVRTC, kernels siguientes (en el mismo proceso)",
+        "nvrtc_cold": "NVRTC, primer uso (proceso nuevo)",
+        "nvcc": "nvcc -cubin (línea de comandos)",
+        "load_inline": "torch.utils.cpp_extension.load_inline, primer uso",
+        "way": "forma de compilar",
+        "time": "tiempo",
+    },
+}
+
+IMPL_LABELS = {
+    "torch:eager": "PyTorch eager",
+    "torch:compile": "torch.compile",
+    "liger": "Liger-Kernel",
+    "quack": "QuACK",
+    "cublas": "cuBLAS",
+    "cudnn": "cuDNN",
+}
+
+
+def t(lang: str, key: str, **kw: Any) -> str:
+    return TEXT[lang][key].format(**kw)
+
+
+def impl_label(impl: str) -> str:
+    if impl in IMPL_LABELS:
+        return IMPL_LABELS[impl]
+    family, _, rung = impl.partition(":")
+    if family == "cuda":
+        return f"CUDA C {rung}"
+    if family == "triton":
+        return f"Triton {rung}"
+    if family == "sdpa":
+        return f"SDPA {rung}"
+    return impl
+
+
+def is_peer(impl: str) -> bool:
+    return not impl.startswith(("cuda:", "triton:"))
+
+
+# --- provenance ------------------------------------------------------------------------------
+
+
+def provenance(f: ResultsFile, lang: str, href: str) -> str:
+    """One line of HTML: GPU, date, commit, versions, and a link to the results file."""
+    env = f.env
+    text = t(
+        lang,
+        "measured",
+        gpu=escape(env["gpu"]),
+        date=env["date"][:10],
+        commit=f"<code>{escape(env['commit'])}</code>",
+        dirty=t(lang, "dirty") if env.get("dirty") else "",
+    )
+    versions = t(lang, "versions", **{k: escape(str(env.get(k, "?"))) for k in
+                                      ("driver", "cuda", "torch", "triton")})
+    warn = ""
+    if f.measured_on_other_gpu:
+        warn = (
+            f' <span class="mk-stale">'
+            f"{escape(t(lang, 'other_gpu', gpu=env['gpu'], slug=f.slug))}</span>"
+        )
+    return (
+        f'<p class="mk-provenance">{text} ({versions}). '
+        f'<a href="{escape(href)}">{t(lang, "file")}: {escape(f.slug)}/{escape(f.path.name)}</a>'
+        f"{warn}</p>"
+    )
+
+
+def stale_badge(op: str, lang: str) -> str:
+    return (
+        f'<span class="mk-stale" title="{escape(t(lang, "stale_title", op=op))}">'
+        f"{t(lang, 'stale')}</span>"
+    )
+
+
+# --- values ----------------------------------------------------------------------------------
+
+FIELDS = {
+    "GBps": lambda v, lang: fmt.bandwidth(v, lang),
+    "TFLOPs": lambda v, lang: fmt.tflops(v, lang),
+    "median_us": lambda v, lang: fmt.duration_us(v, lang),
+    "p20_us": lambda v, lang: fmt.duration_us(v, lang),
+    "p80_us": lambda v, lang: fmt.duration_us(v, lang),
+    "frac_of_ceiling": lambda v, lang: fmt.percent(v, lang),
+    "max_rel_err": lambda v, lang: fmt.number(v, lang, 2) if v >= 0.01 else f"{v:.1e}",
+    "bytes": lambda v, lang: fmt.bytes_(v, lang),
+    "peak_mem_bytes": lambda v, lang: fmt.bytes_(v, lang),
+}
+
+
+def format_value(field: str, value: Any, lang: str) -> str:
+    if value is None:
+        return TEXT[lang]["missing"]
+    f = FIELDS.get(field)
+    if f is not None:
+        return f(value, lang)
+    if isinstance(value, float):
+        return fmt.sig(value, lang)
+    if isinstance(value, int):
+        return fmt.integer(value, lang)
+    return escape(str(value))
+
+
+def figure(f: ResultsFile, sel: dict[str, Any], field: str, lang: str, href: str) -> str:
+    """One measured value, inline, with a superscript link to its provenance."""
+    rec = one(f, **sel)
+    value = format_value(field, rec.get(field), lang)
+    env = f.env
+    title = (
+        f"{env['gpu']} · {env['date'][:10]} · commit {env['commit']} · "
+        f"PyTorch {env['torch']} · Triton {env['triton']}"
+    )
+    badge = f" {stale_badge(f.op, lang)}" if is_stale(f.op, rec) else ""
+    other = f" {escape(t(lang, 'other_gpu', gpu=env['gpu'], slug=f.slug))}" if (
+        f.measured_on_other_gpu
+    ) else ""
+    return (
+        f'<span class="mk-figure">{value}<sup class="mk-prov"><a href="{escape(href)}" '
+        f'title="{escape(title)}">{escape(env["gpu"].replace("NVIDIA ", ""))}, '
+        f"{env['date'][:10]}</a></sup>{badge}{other}</span>"
+    )
+
+
+def ratio_value(f: ResultsFile, num: dict[str, Any], den: dict[str, Any], field: str) -> float:
+    a, b = one(f, **num)[field], one(f, **den)[field]
+    if a is None or b is None or b == 0:
+        raise ClaimFailed(f"{f.path.name}: cannot divide {field} of {num} by {den}")
+    return a / b
+
+
+def speedup(f: ResultsFile, fast: dict[str, Any], slow: dict[str, Any], at_least: float) -> float:
+    """time(slow) / time(fast); raises ClaimFailed when it is below ``at_least``."""
+    r = ratio_value(f, slow, fast, "median_us")
+    if r < at_least:
+        raise ClaimFailed(
+            f"{f.path.name}: a page claims {fast} is at least {at_least}x as fast as {slow}, "
+            f"but the results give {r:.3f}x"
+        )
+    return r
+
+
+def check_at_least(f: ResultsFile, sel: dict[str, Any], field: str, threshold: float) -> Any:
+    """The record's ``field``; raises ClaimFailed when it is missing or below ``threshold``."""
+    v = one(f, **sel).get(field)
+    if v is None or v < threshold:
+        raise ClaimFailed(
+            f"{f.path.name}: a page claims {field} >= {threshold} for {sel}; the results give {v}"
+        )
+    return v
+
+
+# --- tables ----------------------------------------------------------------------------------
+
+
+def _shape_key(rec: dict[str, Any]) -> tuple:
+    return tuple(rec["shape"])
+
+
+def pivot_table(
+    f: ResultsFile,
+    *,
+    field: str,
+    lang: str,
+    href: str,
+    impls: Iterable[str] | None = None,
+    dtype: str | None = None,
+    pass_: str | None = None,
+    shapes: Iterable[list] | None = None,
+    best: str | None = "max",
+    extra: dict[str, Any] | None = None,
+) -> str:
+    """Rows: shapes; columns: implementations; cells: ``field``. The best cell of each row is
+    bold (``best='max'`` or ``'min'``); stale cells carry a dagger."""
+    recs = select(f, dtype=dtype, pass_=pass_, **(extra or {}))
+    if not recs:
+        raise ClaimFailed(f"{f.path.name}: no records for dtype={dtype} pass={pass_} {extra}")
+    impl_list = list(impls) if impls else list(dict.fromkeys(r["impl"] for r in recs))
+    shape_list = [tuple(s) for s in shapes] if shapes else sorted(
+        dict.fromkeys(_shape_key(r) for r in recs), key=lambda s: [str(x).zfill(12) for x in s]
+    )
+    by = {(_shape_key(r), r["impl"]): r for r in recs}
+    missing = [i for i in impl_list if not any(k[1] == i for k in by)]
+    if missing:
+        raise ClaimFailed(f"{f.path.name}: no records for impl(s) {missing} (dtype={dtype})")
+    header = [t(lang, "shape")] + [f"`{i}`<br>{escape(impl_label(i))}" for i in impl_list]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" + "--:|" * len(impl_list)]
+    any_stale = False
+    for s in shape_list:
+        row_recs = [by.get((s, i)) for i in impl_list]
+        values = [r.get(field) if r else None for r in row_recs]
+        present = [v for v in values if v is not None]
+        winner = (max if best == "max" else min)(present) if (best and present) else None
+        cells = []
+        for r, v in zip(row_recs, values, strict=True):
+            text = format_value(field, v, lang)
+            if v is not None and v == winner and len(present) > 1:
+                text = f"**{text}**"
+            if r is not None and is_stale(f.op, r):
+                text += " †"
+                any_stale = True
+            cells.append(text)
+        lines.append(f"| {fmt.shape(list(s), lang)} | " + " | ".join(cells) + " |")
+    out = "\n".join(lines) + "\n\n"
+    if any_stale:
+        out += f'<p class="mk-stale-note">{t(lang, "stale_note")}</p>\n'
+    return out + provenance(f, lang, href) + "\n"
+
+
+def grid_table(
+    f: ResultsFile,
+    *,
+    rows: str,
+    cols: str,
+    field: str,
+    lang: str,
+    href: str,
+    where: dict[str, Any] | None = None,
+    best: str | None = "max",
+) -> str:
+    """Two record fields as the axes (e.g. block_size down, num_warps across), ``field`` in
+    the cells; the best cell of the whole grid in bold."""
+    recs = [r for r in select(f, **(where or {})) if rows in r and cols in r]
+    if not recs:
+        raise ClaimFailed(f"{f.path.name}: no records with fields {rows!r} and {cols!r} {where}")
+    row_vals = sorted(dict.fromkeys(r[rows] for r in recs))
+    col_vals = sorted(dict.fromkeys(r[cols] for r in recs))
+    by = {(r[rows], r[cols]): r for r in recs}
+    present = [r[field] for r in recs if r.get(field) is not None]
+    winner = (max if best == "max" else min)(present) if (best and present) else None
+    lines = [f"| {escape(rows)} ↓ {escape(cols)} → | " + " | ".join(str(c) for c in col_vals)
+             + " |", "|---|" + "--:|" * len(col_vals)]
+    any_stale = False
+    for rv in row_vals:
+        cells = []
+        for cv in col_vals:
+            r = by.get((rv, cv))
+            v = r.get(field) if r else None
+            text = format_value(field, v, lang)
+            if v is not None and v == winner:
+                text = f"**{text}**"
+            if r is not None and is_stale(f.op, r):
+                text += " †"
+                any_stale = True
+            cells.append(text)
+        lines.append(f"| {rv} | " + " | ".join(cells) + " |")
+    out = "\n".join(lines) + "\n\n"
+    if any_stale:
+        out += f'<p class="mk-stale-note">{t(lang, "stale_note")}</p>\n'
+    return out + provenance(f, lang, href) + "\n"
+
+
+def compile_times_table(f: ResultsFile, lang: str, href: str) -> str:
+    ct = f.data.get("compile_times")
+    if not ct:
+        raise ClaimFailed(f"{f.path.name}: no compile_times block")
+    rows = [("nvrtc_cold_s", "nvrtc_cold"), ("nvrtc_s", "nvrtc"), ("nvcc_s", "nvcc"),
+            ("load_inline_s", "load_inline")]
+    lines = [f"| {t(lang, 'way')} | {t(lang, 'time')} |", "|---|--:|"]
+    for key, label in rows:
+        if key not in ct or ct[key] is None:
+            continue
+        v = ct[key]
+        cell = fmt.seconds(v, lang) if isinstance(v, int | float) else escape(str(v))
+        lines.append(f"| {t(lang, label)} | {cell} |")
+    note = f"`{escape(ct['file'])}`, `{escape(ct['arch'])}`"
+    return "\n".join(lines) + f"\n\n{note}\n\n" + provenance(f, lang, href) + "\n"
+
+
+# --- plots -----------------------------------------------------------------------------------
+
+
+def line_plot(
+    f: ResultsFile,
+    *,
+    lang: str,
+    href: str,
+    title: str,
+    x_label: str,
+    field: str = "GBps",
+    x: str = "n",
+    impls: Iterable[str] | None = None,
+    dtype: str | None = None,
+    pass_: str | None = None,
+    ceiling: str | None = "copy_GBps",
+    extra: dict[str, Any] | None = None,
+    log_y: bool = False,
+) -> str:
+    """``field`` against one shape dimension (``x``: index into shape, or 'n' for shape[0])."""
+    recs = select(f, dtype=dtype, pass_=pass_, **(extra or {}))
+    axis = 0 if x == "n" else int(x)
+    impl_list = list(impls) if impls else list(dict.fromkeys(r["impl"] for r in recs))
+    scale = 1e-3 if field == "GBps" else 1.0  # plot TB/s
+    series = []
+    for impl in impl_list:
+        pts = [(float(r["shape"][axis]), r[field] * scale) for r in recs
+               if r["impl"] == impl and r.get(field) is not None]
+        if not pts:
+            raise ClaimFailed(f"{f.path.name}: nothing to plot for {impl} ({dtype}, {field})")
+        stale = any(is_stale(f.op, r) for r in recs if r["impl"] == impl)
+        label = impl_label(impl) + (f" ({t(lang, 'stale')})" if stale else "")
+        series.append(svgplot.Series(label, pts, peer=is_peer(impl)))
+    hlines = []
+    if ceiling:
+        name = t(lang, "copy") if ceiling.startswith("copy") else t(lang, "bf16_mm")
+        value = f.data["ceilings"][ceiling] * (scale if ceiling.endswith("GBps") else 1)
+        shown = format_value("GBps" if ceiling.endswith("GBps") else "TFLOPs",
+                             f.data["ceilings"][ceiling], lang)
+        hlines.append(svgplot.HLine(f"{t(lang, 'ceiling', name=name)}: {shown}", value))
+    y_label = {"GBps": "TB/s", "TFLOPs": "TFLOP/s", "median_us": "µs"}.get(field, field)
+    svg = svgplot.render(
+        svgplot.Plot(title, x_label, y_label, series, hlines, log_y=log_y), lang
+    )
+    return (
+        f'<figure class="mk-figure-plot">{svg}<figcaption>{escape(title)}. '
+        f"{provenance(f, lang, href)}</figcaption></figure>\n"
+    )
+
+
+# --- ncu -------------------------------------------------------------------------------------
+
+
+def ncu_excerpt(f: ResultsFile, impl: str, lang: str, href: str, shape=None, dtype=None) -> str:
+    found = [
+        n for n in f.data.get("ncu", [])
+        if n["impl"] == impl and (shape is None or list(n["shape"]) == list(shape))
+        and (dtype is None or n["dtype"] == dtype)
+    ]
+    if len(found) != 1:
+        raise ClaimFailed(f"{f.path.name}: expected one ncu excerpt for {impl}, found {len(found)}")
+    n = found[0]
+    title = t(lang, "ncu_title", version=n["ncu_version"], impl=impl,
+              shape=fmt.shape(n["shape"], lang), dtype=n["dtype"])
+    body = n["excerpt"]
+    return f"{title}\n\n```text\n{body}\n```\n\n{provenance(f, lang, href)}\n"

@@ -1,0 +1,155 @@
+"""The results contract: schema validation, atomic writes, provenance helpers, no-GPU labs."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minikernel.bench.env import commit_info, gpu_slug
+from minikernel.bench.results import RESULTS_DIR, ResultsError, validate, write_atomic
+from minikernel.kernels.vector_add import VARIANTS
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = sorted(RESULTS_DIR.glob("*/*.json"))
+
+
+def minimal_results() -> dict:
+    """A schema-valid results document. Its numbers are placeholders for testing the format,
+    not measurements, and nothing outside the tests reads them."""
+    return {
+        "schema": 1,
+        "op": "vector_add",
+        "env": {
+            "gpu": "NVIDIA Test GPU",
+            "cc": "9.0",
+            "sms": 1,
+            "driver": "0",
+            "cuda": "0",
+            "torch": "0",
+            "triton": "0",
+            "python": "3.11.0",
+            "date": "2026-01-01T00:00:00Z",
+            "commit": "0000000",
+            "dirty": False,
+        },
+        "ceilings": {"copy_GBps": 1.0, "bf16_mm_TFLOPs": 1.0},
+        "records": [
+            {
+                "impl": "cuda:1",
+                "shape": [4],
+                "dtype": "float32",
+                "pass": "fwd",
+                "median_us": 2.0,
+                "p20_us": 1.0,
+                "p80_us": 3.0,
+                "bytes": 48,
+                "flops": None,
+                "GBps": 1.0,
+                "TFLOPs": None,
+                "frac_of_ceiling": 1.0,
+                "source_hash": VARIANTS["cuda:1"].source_hash(),
+                "max_rel_err": 0.0,
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_committed_results_are_valid(path: Path) -> None:
+    data = json.loads(path.read_text())
+    validate(data, where=str(path))
+    assert path.parent.name == gpu_slug(data["env"]["gpu"]), "file is in another GPU's folder"
+    assert data["op"] == path.stem
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d["env"].pop("commit"), "'commit' is a required property"),
+        (lambda d: d["records"][0].update(dtype="int8"), "records/0/dtype"),
+        (lambda d: d["records"][0].update(median_us=-1.0), "records/0/median_us"),
+        (lambda d: d["records"][0].update(source_hash="abc"), "records/0/source_hash"),
+        (lambda d: d.update(records=[]), "records"),
+        (lambda d: d["records"][0].update({"pass": "sideways"}), "records/0/pass"),
+    ],
+    ids=["no-commit", "bad-dtype", "negative-time", "bad-hash", "no-records", "bad-pass"],
+)
+def test_schema_rejects_bad_documents(mutate, message: str) -> None:  # type: ignore[no-untyped-def]
+    data = minimal_results()
+    mutate(data)
+    with pytest.raises(ResultsError, match=message):
+        validate(data)
+
+
+def test_write_is_atomic(tmp_path: Path) -> None:
+    path = tmp_path / "h200" / "vector_add.json"
+    write_atomic(minimal_results(), path)
+    before = path.read_bytes()
+    broken = copy.deepcopy(minimal_results())
+    broken["records"][0]["median_us"] = object()  # not JSON-serialisable: dies mid-write
+    broken["env"]["commit"] = "1111111"
+    with pytest.raises((TypeError, ResultsError)):
+        write_atomic(broken, path)
+    assert path.read_bytes() == before
+    assert [p.name for p in path.parent.iterdir()] == ["vector_add.json"], "temp file left"
+
+
+def test_invalid_document_is_never_written(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    data = minimal_results()
+    data["records"] = []
+    with pytest.raises(ResultsError):
+        write_atomic(data, path)
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "slug"),
+    [
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA GeForce RTX 5090", "rtx-5090"),
+        ("NVIDIA A10", "a10"),
+        ("NVIDIA H100 80GB HBM3", "h100-80gb-hbm3"),
+    ],
+)
+def test_gpu_slug(name: str, slug: str) -> None:
+    assert gpu_slug(name) == slug
+
+
+def test_commit_info_from_environment_without_git(monkeypatch: pytest.MonkeyPatch) -> None:
+    import minikernel.bench.env as env
+
+    monkeypatch.setattr(env, "_git", lambda *a: None)
+    monkeypatch.setenv("MINIKERNEL_COMMIT", "abcdef1234567890")
+    monkeypatch.setenv("MINIKERNEL_DIRTY", "0")
+    assert commit_info() == ("abcdef123456", False)
+    monkeypatch.delenv("MINIKERNEL_COMMIT")
+    assert commit_info() == ("unknown", True)
+
+
+def test_labs_without_gpu_check_then_exit_2_and_leave_results(tmp_path: Path) -> None:
+    """`nox -s labs` on a CPU machine: checks run, nothing is timed, results are untouched."""
+    before = {p: p.read_bytes() for p in COMMITTED}
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), MINIKERNEL_RESULTS_DIR=str(tmp_path))
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "minikernel.bench.run_labs", "vector_add"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if "No CUDA GPU" not in proc.stdout + proc.stderr:
+        pytest.skip("this machine has a GPU")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "all correct" in proc.stdout
+    assert "nothing was timed" in proc.stderr
+    assert {p: p.read_bytes() for p in COMMITTED} == before
+    assert not any(tmp_path.iterdir())

@@ -1,0 +1,138 @@
+"""Build the site as `nox -s docs` does (both languages, --strict) and check what came out."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+pytestmark = pytest.mark.site
+
+
+def _mkdocs(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    proc = _mkdocs("build", "--strict", "--site-dir", str(out))
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+    warnings = [ln for ln in log.splitlines() if ln.startswith("WARNING")]
+    assert not warnings, "\n".join(warnings)
+    return out
+
+
+def english_pages() -> list[Path]:
+    return sorted(
+        p
+        for p in DOCS.rglob("*.md")
+        if not re.search(r"\.[a-z]{2}\.md$", p.name) and "notebook" not in p.name
+    )
+
+
+def _html(site: Path, page: Path, lang: str) -> Path:
+    rel = page.relative_to(DOCS).with_suffix("")
+    base = site / "es" if lang == "es" else site
+    return (
+        base / "index.html"
+        if rel.name == "index" and rel.parent == Path(".")
+        else (
+            base / rel.parent / "index.html" if rel.name == "index" else base / rel / "index.html"
+        )
+    )
+
+
+def test_snippet_lines_are_intact() -> None:
+    """A formatter once rewrote `--8<-- "..."` inside Markdown code blocks as `--8 < --"..."`,
+    which renders as text instead of the included code, silently."""
+    broken = [
+        f"{p}:{i}"
+        for p in DOCS.rglob("*.md")
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"--8\s+<\s*--", line)
+    ]
+    assert not broken
+
+
+def test_every_page_has_a_spanish_twin() -> None:
+    missing = [p for p in english_pages() if not p.with_name(p.stem + ".es.md").exists()]
+    assert not missing
+
+
+def test_both_languages_are_built(built_site: Path) -> None:
+    for page in english_pages():
+        for lang in ("en", "es"):
+            assert _html(built_site, page, lang).exists(), f"{page} not built in {lang}"
+
+
+def test_spanish_pages_are_spanish(built_site: Path) -> None:
+    html = (built_site / "es" / "phase-24" / "lab" / "00-hello-cuda" / "index.html").read_text()
+    assert '<html lang="es"' in html
+    assert "Medido en una NVIDIA" in html  # provenance in Spanish
+    assert re.search(r"\d,\d+\u202f(TB/s|GB/s|%)", html), "numbers not in Spanish format"
+
+
+def test_lab_page_has_numbers_with_provenance(built_site: Path) -> None:
+    html = (built_site / "phase-24" / "lab" / "00-hello-cuda" / "index.html").read_text()
+    assert html.count('class="mk-provenance"') >= 4
+    assert "<svg" in html and "mk-plot" in html
+    assert 'href="../../../results/h200/vector_add.json"' in html
+    assert (built_site / "results" / "h200" / "vector_add.json").exists()
+
+
+@pytest.mark.parametrize("lang", ["en", "es"])
+def test_lab_notebook_renders_as_a_notebook_and_downloads(built_site: Path, lang: str) -> None:
+    base = built_site / "es" if lang == "es" else built_site
+    page = base / "phase-24" / "lab" / "00-hello-cuda-notebook" / "index.html"
+    html = page.read_text()
+    assert "jp-Cell" in html, "mkdocs-jupyter did not render a notebook"
+    title = "hola CUDA" if lang == "es" else "hello CUDA"
+    assert title in html
+    ipynb = base / "phase-24" / "lab" / "00_vector_add.ipynb"
+    assert ipynb.exists()
+    assert '"lang"' not in ipynb.read_text(), "language tags leaked into the download"
+
+
+def test_a_missing_record_fails_the_build(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text(
+        textwrap.dedent("""\
+        ---
+        render_macros: true
+        ---
+        # x
+        {{ figure("vector_add", {"impl": "cuda:99", "shape": [1], "dtype": "float32"}) }}
+        """)
+    )
+    (tmp_path / "mkdocs.yml").write_text(
+        textwrap.dedent("""\
+        site_name: t
+        plugins:
+          - macros:
+              modules: [minikernel.site.macros]
+              render_by_default: false
+              on_error_fail: true
+              on_undefined: strict
+        """)
+    )
+    proc = _mkdocs("build", "--strict", cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "cuda:99" in proc.stdout + proc.stderr
