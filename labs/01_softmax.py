@@ -10,7 +10,6 @@
 #     name: python3
 #   minikernel:
 #     op: softmax
-#     page: phase-24/lab/02-tuned-kernel
 # ---
 
 # %% [markdown] lang="en"
@@ -246,7 +245,7 @@ def measure_case(m: int, n: int, dtype: torch.dtype, impls: list[str], **extra) 
         if impl in sm.VARIANTS and sm.supports(impl, m, n, dtype) is not None:
             continue  # the rung cannot hold this row by design
         try:
-            run = sm.make_runner(impl, [m, n], dtype, x=x)
+            run = sm.make_runner(impl, [m, n], dtype, inputs=x)
             y = run()
             torch.cuda.synchronize()
         except Exception as exc:  # a peer that refuses the shape (Liger past 65536 columns)

@@ -6,6 +6,7 @@ Public entry point: :func:`softmax`. ``VARIANTS`` lists the implementations by r
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from collections.abc import Callable
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 
 from minikernel._checks import FLOAT_DTYPES, check_device, check_same, check_tensor
+from minikernel.bench.peers import compiled
 from minikernel.kernels._registry import Variant
 
 from .cuda_kernels import CU_FILE, RUNGS, UnsupportedShape, device_facts, plan
@@ -252,27 +254,6 @@ def softmax(
 
 PEERS = ("torch:eager", "torch:compile", "liger", "quack")
 
-_compiled: dict[tuple[int, torch.dtype], Callable[[torch.Tensor], torch.Tensor]] = {}
-
-
-def _torch_compiled(n: int, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
-    """torch.compile'd softmax for rows of n elements: n static (as a model's would be), the
-    number of rows dynamic, so a sweep over the batch size compiles once, not once per size.
-    The dynamo caches are reset between row lengths: a sweep over n would otherwise hit
-    torch._dynamo's recompile limit and silently fall back to eager."""
-    key = (n, dtype)
-    if key not in _compiled:
-        torch._dynamo.reset()
-        _compiled.clear()
-        fn = torch.compile(lambda t: torch.softmax(t, dim=-1))
-
-        def run(t: torch.Tensor) -> torch.Tensor:
-            torch._dynamo.maybe_mark_dynamic(t, 0)
-            return fn(t)
-
-        _compiled[key] = run
-    return _compiled[key]
-
 
 def make_runner(
     impl: str,
@@ -281,19 +262,22 @@ def make_runner(
     device: str = "cuda",
     seed: int = 0,
     *,
-    x: torch.Tensor | None = None,
+    inputs: torch.Tensor | tuple[torch.Tensor] | None = None,
 ) -> Callable[[], torch.Tensor]:
-    """A no-argument callable that runs ``impl`` once on an (M, N) input: ``x`` if given, else
-    seeded random logits. Peers: ``torch:eager``, ``torch:compile``, ``liger`` (Liger-Kernel,
-    which refuses rows over 65536 with RuntimeError on the first call) and ``quack``
-    (ImportError where it is not installed)."""
+    """A no-argument callable that runs ``impl`` once on an (M, N) input: ``inputs`` (x, or
+    (x,)) when a lab shares one input among the implementations, else seeded random logits.
+    Peers: ``torch:eager``, ``torch:compile`` (compiled for this shape), ``liger``
+    (Liger-Kernel, which refuses rows over 65536 with RuntimeError on the first call) and
+    ``quack`` (ImportError where it is not installed)."""
     m, n = shape
-    if x is None:
+    if inputs is None:
         x = make_inputs(m, n, dtype, device, seed)
+    else:
+        x = inputs[0] if isinstance(inputs, tuple) else inputs
     if impl == "torch:eager":
         return lambda: torch.softmax(x, dim=-1)
     if impl == "torch:compile":
-        fn = _torch_compiled(n, dtype)
+        fn = compiled(functools.partial(torch.softmax, dim=-1))
         return lambda: fn(x)
     if impl == "liger":
         from liger_kernel.ops.softmax import LigerSoftmaxFunction

@@ -195,7 +195,7 @@ def device_facts(index: int) -> DeviceFacts:
 
 @functools.cache
 def _kernel(name: str, index: int):  # type: ignore[no-untyped-def]
-    # get_kernel checks the file on disk every call; a launch should not, so keep the handle.
+    # One handle per (kernel, device), loaded with that device current.
     from minikernel.cuda import get_kernel
 
     with torch.cuda.device(index):
