@@ -476,3 +476,31 @@ def test_interpreter_runs_the_maskless_kernel_past_each_row() -> None:
     xs = make_inputs(16, n, torch.float32, "cpu", seed=13)
     result = run_checked(softmax_nomask, [xs], reference(xs), tolerances=TOLERANCES)
     assert result.wrote_outside and result.mismatches > 0, result.message
+
+
+# --- the lab, on a CPU ----------------------------------------------------------------------
+
+
+@pytest.mark.skipif(HAS_GPU, reason="on a GPU the lab measures; nox -s labs runs it there")
+def test_lab_checks_then_exits_2_without_gpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """labs/01_softmax.py on a CPU: its checks run in Triton's interpreter, then it exits with 2
+    ("no GPU") before timing, leaving labs/results/ untouched."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, TRITON_INTERPRET="1", MINIKERNEL_RESULTS_DIR=str(tmp_path))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root / "src"), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, str(root / "labs" / "01_softmax.py")],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "all correct" in proc.stdout
+    assert not any(tmp_path.iterdir())
