@@ -4,6 +4,10 @@ the online recurrence's drift in fp32, kernel planning, and the maskless kernel 
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -482,14 +486,9 @@ def test_interpreter_runs_the_maskless_kernel_past_each_row() -> None:
 
 
 @pytest.mark.skipif(HAS_GPU, reason="on a GPU the lab measures; nox -s labs runs it there")
-def test_lab_checks_then_exits_2_without_gpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_lab_checks_then_exits_2_without_gpu(tmp_path: Path) -> None:
     """labs/01_softmax.py on a CPU: its checks run in Triton's interpreter, then it exits with 2
     ("no GPU") before timing, leaving labs/results/ untouched."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, TRITON_INTERPRET="1", MINIKERNEL_RESULTS_DIR=str(tmp_path))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root / "src"), env.get("PYTHONPATH")]))
