@@ -1,0 +1,228 @@
+"""Host side of softmax.cu: which kernel of a rung runs a given shape, and how it is launched.
+
+:func:`plan` is a pure function of the shape, the dtype and two facts about the GPU (its
+compute capability and how much shared memory a block may opt in to), so the choice of kernel,
+grid and shared memory is tested on machines without a GPU. :func:`launch` runs the plan.
+
+Rungs 1 to 6 are one kernel each and refuse shapes their idea cannot hold (a row that does not
+fit in shared memory, or in registers) with :class:`UnsupportedShape`. Rungs 7, 8 and 9 add one
+idea each where it applies and hand every other shape to the rung below:
+cuda:9 (cluster, long rows) -> cuda:8 (loop, rows of any length) -> cuda:7 (warp per row,
+short rows) -> cuda:6 (block per row, row in registers).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+CU_FILE = HERE / "softmax.cu"
+SUFFIX = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+
+ELEMS_PER_THREAD = 32
+"""Elements each thread of kernels 6, 7 and 9 keeps in registers (VPT = 32 / vector width)."""
+KERNEL6_THREADS = (64, 128, 256, 512, 1024)
+KERNEL7_ROWS_PER_BLOCK = 4
+KERNEL8_THREADS = 512
+KERNEL9_CONFIGS = ((512, 2), (512, 4), (512, 8), (1024, 8))  # (threads per block, cluster size)
+STATIC_SMEM_RESERVE = 1024  # bytes of static shared memory (reduction scratch) beside the row
+_INT32_MAX = 2**31 - 1
+
+
+class UnsupportedShape(ValueError):
+    """A rung cannot run this shape by design (its row does not fit where the rung keeps it)."""
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    cc: tuple[int, int]
+    smem_optin: int  # bytes of dynamic shared memory one block may opt in to
+
+
+H200 = DeviceFacts(cc=(9, 0), smem_optin=232448)
+"""What an H100/H200 reports: used by the CPU tests of the planning logic."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    rung: int  # the kernel family that runs (cuda:9 may run kernel 7 on a short row)
+    kernel: str  # extern "C" name in softmax.cu
+    grid: int
+    block: int
+    smem: int = 0  # dynamic shared memory, bytes
+    takes_m: bool = False  # the kernel's parameters are (x, y, M, N) rather than (x, y, N)
+
+
+def vector_width(dtype: torch.dtype) -> int:
+    """Elements in one 16-byte vector: 4 floats or 8 halves."""
+    return 16 // torch.empty((), dtype=dtype).element_size()
+
+
+def _pow2_threads(work: int) -> int:
+    """A block of 32..1024 threads, the power of two at or above ``work`` items."""
+    t = 32
+    while t < work and t < 1024:
+        t *= 2
+    return t
+
+
+def _refuse(rung: int, why: str, m: int, n: int, dtype: torch.dtype) -> UnsupportedShape:
+    dt = str(dtype).removeprefix("torch.")
+    return UnsupportedShape(
+        f"softmax: impl 'cuda:{rung}' cannot run {m} x {n} {dt}: {why}; "
+        "'cuda:8' and 'cuda:9' take rows of any length"
+    )
+
+
+def _plan1(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
+    return Plan(1, f"softmax_kernel1_{SUFFIX[dtype]}", -(-m // 256), 256, takes_m=True)
+
+
+def _plan_smem(rung: int, m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
+    vn = vector_width(dtype)
+    if rung < 5:  # the row as fp32
+        smem, threads = 4 * n, _pow2_threads(n)
+    else:  # the 16-byte-aligned body of the row, in its own dtype
+        smem, threads = (n // vn) * 16, _pow2_threads(-(-n // vn))
+    limit = dev.smem_optin - STATIC_SMEM_RESERVE
+    if smem > limit:
+        raise _refuse(
+            rung, f"its row needs {smem} bytes of shared memory, a block gets {limit}", m, n, dtype
+        )
+    return Plan(rung, f"softmax_kernel{rung}_{SUFFIX[dtype]}", m, threads, smem)
+
+
+def _plan6(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
+    vpt = ELEMS_PER_THREAD // vector_width(dtype)
+    nvec = n // vector_width(dtype)  # the aligned body has at most this many vectors
+    for threads in KERNEL6_THREADS:
+        if threads * vpt >= nvec:
+            return Plan(6, f"softmax_kernel6_t{threads}_{SUFFIX[dtype]}", m, threads)
+    most = KERNEL6_THREADS[-1] * ELEMS_PER_THREAD
+    raise _refuse(
+        6, f"it keeps a row in the registers of one block, at most {most} elements", m, n, dtype
+    )
+
+
+def _plan7(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
+    vn = vector_width(dtype)
+    nvec = n // vn
+    for vpt in (1, 2, 4, 8):
+        if vpt * vn > ELEMS_PER_THREAD:
+            break
+        if 32 * vpt >= nvec:
+            grid = -(-m // KERNEL7_ROWS_PER_BLOCK)
+            name = f"softmax_kernel7_v{vpt}_{SUFFIX[dtype]}"
+            return Plan(7, name, grid, 32 * KERNEL7_ROWS_PER_BLOCK, takes_m=True)
+    return _plan6(m, n, dtype, dev)
+
+
+def _plan8(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
+    if n // vector_width(dtype) <= KERNEL6_THREADS[-1] * ELEMS_PER_THREAD // vector_width(dtype):
+        return _plan7(m, n, dtype, dev)
+    return Plan(8, f"softmax_kernel8_{SUFFIX[dtype]}", m, KERNEL8_THREADS)
+
+
+def _plan9(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
+    vn = vector_width(dtype)
+    vpt = ELEMS_PER_THREAD // vn
+    nvec = n // vn
+    # Clusters need sm_90+; a row that one 512-thread block holds needs no cluster.
+    if dev.cc < (9, 0) or nvec <= 512 * vpt:
+        return _plan8(m, n, dtype, dev)
+    for threads, cluster in KERNEL9_CONFIGS:
+        if threads * vpt * cluster >= nvec and m * cluster <= _INT32_MAX:
+            name = f"softmax_kernel9_t{threads}_c{cluster}_{SUFFIX[dtype]}"
+            return Plan(9, name, m * cluster, threads)
+    return _plan8(m, n, dtype, dev)
+
+
+_PLANNERS = {
+    1: _plan1,
+    2: functools.partial(_plan_smem, 2),
+    3: functools.partial(_plan_smem, 3),
+    4: functools.partial(_plan_smem, 4),
+    5: functools.partial(_plan_smem, 5),
+    6: _plan6,
+    7: _plan7,
+    8: _plan8,
+    9: _plan9,
+}
+RUNGS = tuple(_PLANNERS)
+
+
+def plan(rung: int, m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
+    """The kernel, grid, block and shared memory that rung ``rung`` uses for an (m, n) input."""
+    if dtype not in SUFFIX:
+        raise TypeError(f"softmax: CUDA kernels take float32, float16 or bfloat16, not {dtype}")
+    if m < 1 or n < 1:
+        raise ValueError(f"softmax: plan needs m, n >= 1, got {m} x {n}")
+    if rung >= 2 and m > _INT32_MAX:
+        raise _refuse(
+            rung, "one block per row, and a grid has at most 2^31 - 1 blocks", m, n, dtype
+        )
+    if rung in (5, 6, 7, 9) and n > _INT32_MAX:
+        raise _refuse(rung, "it indexes a row with 32-bit integers", m, n, dtype)
+    return _PLANNERS[rung](m, n, dtype, dev)
+
+
+# --------------------------------------------------------------------------------------------
+# Launching
+# --------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def device_facts(index: int) -> DeviceFacts:
+    """Compute capability and opt-in shared memory per block of CUDA device ``index``."""
+    props = torch.cuda.get_device_properties(index)
+    optin = getattr(props, "shared_memory_per_block_optin", 0)
+    if not optin:
+        try:
+            from cuda.bindings import driver
+
+            attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+            err, optin = driver.cuDeviceGetAttribute(attr, index)
+            optin = int(optin) if int(err) == 0 else 0
+        except ImportError:
+            optin = 0
+    return DeviceFacts(cc=(props.major, props.minor), smem_optin=int(optin) or 48 * 1024)
+
+
+@functools.cache
+def _kernel(name: str, index: int):  # type: ignore[no-untyped-def]
+    # One handle per (kernel, device), loaded with that device current.
+    from minikernel.cuda import get_kernel
+
+    with torch.cuda.device(index):
+        return get_kernel(CU_FILE, name)
+
+
+def match_alignment(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """x itself when x and y sit at the same address modulo 16 (the vector kernels split every
+    row of x and y at the same element), else a copy of x placed to match y."""
+    if (x.data_ptr() - y.data_ptr()) % 16 == 0:
+        return x
+    es = x.element_size()
+    buf = torch.empty(x.numel() + 16 // es, dtype=x.dtype, device=x.device)
+    shift = ((y.data_ptr() - buf.data_ptr()) % 16) // es
+    moved = buf[shift : shift + x.numel()].view(x.shape)
+    moved.copy_(x)
+    return moved
+
+
+def launch(rung: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Run rung ``rung`` on contiguous CUDA tensors x, y of shape (M, N); returns y."""
+    m, n = x.shape
+    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    p = plan(rung, m, n, x.dtype, device_facts(index))
+    if p.rung >= 5:
+        x = match_alignment(x, y)
+    args = (x, y, ctypes.c_int64(m), ctypes.c_int64(n)) if p.takes_m else (x, y, ctypes.c_int64(n))
+    with torch.cuda.device(index):
+        _kernel(p.kernel, index)(p.grid, p.block, args, shared_mem=p.smem)
+    return y

@@ -1,0 +1,41 @@
+"""Softmax: the fp64 reference and the seeded input generator every check and lab uses."""
+
+from __future__ import annotations
+
+import torch
+
+_CHUNK_ELEMENTS = 1 << 26  # draw big inputs 64 Mi elements at a time: no 4-byte copy of all of it
+
+
+def make_inputs(
+    m: int,
+    n: int,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    seed: int = 0,
+    scale: float = 2.0,
+) -> torch.Tensor:
+    """An (m, n) matrix of ``scale * N(0, 1)`` values (logits of a few units, like a model's).
+
+    Drawn on ``device`` itself from a seeded generator: a GPU fills 16 GB in milliseconds, where
+    drawing on the CPU and copying would take minutes. The same seed gives the same numbers on
+    every machine of the same device type (the CPU and CUDA generators differ from each other).
+    """
+    device = torch.device(device)
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.empty((m, n), dtype=dtype, device=device)
+    rows = max(1, _CHUNK_ELEMENTS // max(n, 1))
+    for r0 in range(0, m, rows):
+        r1 = min(m, r0 + rows)
+        chunk = torch.randn((r1 - r0, n), generator=g, dtype=torch.float32, device=device)
+        x[r0:r1].copy_(chunk.mul_(scale))
+    return x
+
+
+def reference(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """softmax in float64 on the input's device: the answer every variant is measured against.
+
+    Special values follow from the arithmetic: a row holding NaN or +inf, or made only of -inf,
+    is NaN everywhere (-inf - -inf and inf - inf are NaN); -inf among finite values gives 0.
+    """
+    return torch.softmax(x.double(), dim=dim)

@@ -1,0 +1,720 @@
+// softmax.cu: y = softmax(x) along each row of a row-major (M, N) matrix,
+//             y[r, j] = exp(x[r, j] - max_r) / sum_k exp(x[r, k] - max_r).
+//
+// Versions (one idea each; the registry key is cuda:N):
+//   softmax_kernel1  naive: one thread per row, three passes over global memory (max, sum, write)
+//   softmax_kernel2  one block per row: the row is loaded once, coalesced, into shared memory;
+//                    thread 0 finds the max and the sum serially
+//   softmax_kernel3  parallel reductions: warp shuffles, then one value per warp through shared memory
+//   softmax_kernel4  online softmax: max and sum in one sweep and one block reduction
+//                    (Milakov & Gimelshein 2018, "Online normalizer calculation for softmax")
+//   softmax_kernel5  16-byte vectors between global and shared memory; the row kept in its own dtype
+//   softmax_kernel6  the row lives in registers: all its loads in flight at once, no shared copy
+//   softmax_kernel7  short rows: one warp per row, four rows per block, no block barrier at all
+//   softmax_kernel8  rows of any length: loop over the row with the online recurrence, then walk it
+//                    again backwards so that the second read finds the row's tail still in L2
+//   softmax_kernel9  long rows: one row split over a thread-block cluster (sm_90+); the blocks
+//                    combine their (max, sum) through distributed shared memory, one read in total
+//
+// Byte model: read x once, write y once: 2 * M * N * sizeof(T) bytes. Softmax does ~5 flops per
+// element, so at any size that fills the GPU it is memory-bound and its speed limit is DRAM
+// bandwidth; kernel8 is the exception that reads x twice (the second time mostly from L2).
+//
+// Predicted time on an H200 (copy ceiling ~4.3 TB/s), before measuring (the lab measures them):
+//                  B=512, V=600 fp32 (2.5 MB)          32768 x 4096 bf16 (537 MB, 125 us at 4.3 TB/s)
+//   kernel1        ~50 us: 512 threads each walk 1800  ~3 ms: each thread streams its own row
+//                  elements one after another           three times, 32 different rows per warp load
+//   kernel2        ~15 us: thread 0 loops 1200 times    ~4 ms: 8192 serial smem steps per row, two
+//                  per row while 1023 threads wait      1024-thread blocks per SM, 124 waves
+//   kernel3        ~4 us: launch + two block reductions ~190 us (~65%): 2-byte scalar loads, fp32
+//                                                       row in shared memory, two block reductions
+//   kernel4        ~3.5 us: one reduction fewer         ~175 us: one block reduction instead of two
+//   kernel5        ~3 us                                ~155 us (~80%): one LDG.128 per 8 elements
+//   kernel6        ~3 us                                ~140 us (~90%): every load of the row issued
+//                                                       before the first one is needed
+//   kernel7        ~2.5 us (launch-bound floor)         same as kernel6 (rows too long for a warp)
+//   kernel8/9      same as kernel7 at short rows; at 32768 x 262144 bf16 (34 GB, 8 ms at 4.3 TB/s)
+//                  kernel8 re-reads a part of each row from DRAM (~10 ms), kernel9 reads once (~8.5 ms)
+//
+// Special rows follow torch.softmax: a row holding NaN or +inf, or made only of -inf, gives NaN
+// everywhere; -inf elements in an otherwise finite row give 0. Every dtype is loaded, converted
+// to fp32, computed in fp32 and rounded once on the store.
+#include "common.cuh"
+
+// --------------------------------------------------------------------------------------------
+// Helpers shared by the rungs
+// --------------------------------------------------------------------------------------------
+
+#define MK_NEG_INF (-__int_as_float(0x7f800000))
+
+// The dynamic shared memory of a launch, viewed as an array of U. One extern declaration for
+// every kernel of the file (two declarations with different types would clash).
+template <typename U> __device__ __forceinline__ U* dynamic_smem() {
+    extern __shared__ __align__(16) unsigned char mk_dynamic_smem[];
+    return reinterpret_cast<U*>(mk_dynamic_smem);
+}
+
+// __expf(x) is one MUFU.EX2 instruction on 2^(x * log2 e): a few ulp, and exactly what the
+// special rows need: __expf(-inf) = 0, __expf(+inf) = +inf, __expf(NaN) = NaN. Every rung
+// uses it, so that the ladder compares memory and reduction strategies, not exp implementations.
+
+// fmaxf ignores a NaN operand; a NaN element still reaches the sum through __expf(NaN) = NaN,
+// so its whole row comes out NaN, as in torch.
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    }
+    return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;  // a + b == b + a exactly, so every lane ends with the same bits
+}
+
+// Block-wide reductions for blocks of 32 * k threads (k <= 32); every thread of the block must
+// call them (they contain __syncthreads), and every thread gets the result. `scratch` holds at
+// least 33 floats of shared memory. Calling two of them in a row with the same scratch is safe:
+// a warp writes scratch[warp] of the second call only after the barrier that follows every
+// thread's read of scratch[32] from the first.
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_max(v);
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        float w = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : MK_NEG_INF;
+        w = warp_max(w);
+        if (lane == 0) scratch[32] = w;
+    }
+    __syncthreads();
+    return scratch[32];
+}
+
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_sum(v);
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        float w = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : 0.f;
+        w = warp_sum(w);
+        if (lane == 0) scratch[32] = w;
+    }
+    __syncthreads();
+    return scratch[32];
+}
+
+// --- the online normalizer --------------------------------------------------------------------
+// (m, s) summarises a set of elements: m its max, s = sum of exp(x - m). Two summaries merge
+// into one by rescaling both sums to the larger max. When both maxima are -inf (nothing seen yet,
+// or only -inf), the shift is 0 instead of -inf so that -inf - (-inf) never makes a NaN; the sums
+// are 0 then, and stay 0. A +inf max gives +inf - +inf = NaN, which is torch's answer for that row.
+struct MaxSum {
+    float m;
+    float s;
+};
+
+__device__ __forceinline__ float safe_shift(float m) { return m == MK_NEG_INF ? 0.f : m; }
+
+__device__ __forceinline__ MaxSum ms_merge(MaxSum a, MaxSum b) {
+    const float m = fmaxf(a.m, b.m);
+    const float shift = safe_shift(m);
+    // Symmetric in a and b, bit for bit, so that a butterfly leaves every lane the same result.
+    // __fmul_rn keeps the compiler from fusing one product into the addition (an FMA would
+    // round a.s * ea and b.s * eb differently depending on which side is `a`).
+    return {m, __fmul_rn(a.s, __expf(a.m - shift)) + __fmul_rn(b.s, __expf(b.m - shift))};
+}
+
+// One element into a running summary: the recurrence of Milakov & Gimelshein,
+//   m_j = max(m_{j-1}, x_j),   s_j = s_{j-1} * exp(m_{j-1} - m_j) + exp(x_j - m_j).
+__device__ __forceinline__ MaxSum ms_add(MaxSum t, float x) {
+    const float m = fmaxf(t.m, x);
+    const float shift = safe_shift(m);
+    return {m, t.s * __expf(t.m - shift) + __expf(x - shift)};
+}
+
+// A 16-byte vector into a running summary: one rescale per vector instead of one per element.
+template <typename T> __device__ __forceinline__ MaxSum ms_add_vec(MaxSum t, const Vec<T>& v) {
+    float vm = MK_NEG_INF;
+#pragma unroll
+    for (int k = 0; k < Vec<T>::N; ++k) vm = fmaxf(vm, to_float(v.v[k]));
+    const float m = fmaxf(t.m, vm);
+    const float shift = safe_shift(m);
+    float s = t.s * __expf(t.m - shift);
+#pragma unroll
+    for (int k = 0; k < Vec<T>::N; ++k) s += __expf(to_float(v.v[k]) - shift);
+    return {m, s};
+}
+
+__device__ __forceinline__ MaxSum warp_ms(MaxSum t) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        const MaxSum o = {__shfl_xor_sync(0xffffffffu, t.m, offset),
+                          __shfl_xor_sync(0xffffffffu, t.s, offset)};
+        t = ms_merge(t, o);
+    }
+    return t;
+}
+
+// Same contract as block_max; `scratch` holds at least 66 floats.
+__device__ __forceinline__ MaxSum block_ms(MaxSum t, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    t = warp_ms(t);
+    if (lane == 0) {
+        scratch[warp] = t.m;
+        scratch[33 + warp] = t.s;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        const bool live = lane < static_cast<int>(blockDim.x >> 5);
+        MaxSum w = {live ? scratch[lane] : MK_NEG_INF, live ? scratch[33 + lane] : 0.f};
+        w = warp_ms(w);
+        if (lane == 0) {
+            scratch[32] = w.m;
+            scratch[65] = w.s;
+        }
+    }
+    __syncthreads();
+    return {scratch[32], scratch[65]};
+}
+
+// --- 16-byte aligned body and scalar edges ---------------------------------------------------
+// A row starts wherever row * N * sizeof(T) lands, so for most N its start is not 16-byte
+// aligned. Split it into `head` scalars up to the first 16-byte boundary, `nvec` aligned 16-byte
+// vectors, and `tail` scalars after them; head + tail < 2 * Vec<T>::N. The output row has the
+// same split because the host passes x and y with the same address modulo 16.
+struct RowSplit {
+    int head;
+    int tail;
+    long long nvec;
+};
+
+template <typename T> __device__ __forceinline__ RowSplit split_row(const T* row, long long n) {
+    constexpr int VN = Vec<T>::N;
+    const int past = static_cast<int>((reinterpret_cast<unsigned long long>(row) % 16) / sizeof(T));
+    long long head = past == 0 ? 0 : VN - past;
+    if (head > n) head = n;
+    const long long nvec = (n - head) / VN;
+    return {static_cast<int>(head), static_cast<int>(n - head - nvec * VN), nvec};
+}
+
+// Index in the row of edge element e (0 <= e < head + tail).
+__device__ __forceinline__ long long edge_index(const RowSplit& sp, int e, int vn) {
+    return e < sp.head ? e : sp.head + sp.nvec * vn + (e - sp.head);
+}
+
+template <typename T> __device__ __forceinline__ Vec<T> neg_inf_vec() {
+    Vec<T> v;
+#pragma unroll
+    for (int k = 0; k < Vec<T>::N; ++k) v.v[k] = from_float<T>(MK_NEG_INF);
+    return v;
+}
+
+// y = exp(x - m) * inv for each element of a vector, rounded once to T.
+template <typename T>
+__device__ __forceinline__ Vec<T> normalize_vec(Vec<T> v, float m, float inv) {
+#pragma unroll
+    for (int k = 0; k < Vec<T>::N; ++k) v.v[k] = from_float<T>(__expf(to_float(v.v[k]) - m) * inv);
+    return v;
+}
+
+// --------------------------------------------------------------------------------------------
+// GPU kernels
+// --------------------------------------------------------------------------------------------
+
+// --8<-- [start:kernel1]
+// One thread per row. A warp's load instruction touches 32 rows N elements apart: 32 separate
+// memory transactions for 32 useful elements, and every row is read three times.
+template <typename T>
+__device__ __forceinline__ void softmax1(const T* x, T* y, long long M, long long N) {
+    const long long row = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (row >= M) return;
+    const T* xr = x + row * N;  // 64-bit: row * N passes 2^31 on large inputs
+    T* yr = y + row * N;
+    float m = MK_NEG_INF;
+    for (long long j = 0; j < N; ++j) m = fmaxf(m, to_float(xr[j]));  // pass 1: max
+    float s = 0.f;
+    for (long long j = 0; j < N; ++j) s += __expf(to_float(xr[j]) - m);  // pass 2: sum
+    const float inv = 1.f / s;
+    for (long long j = 0; j < N; ++j) yr[j] = from_float<T>(__expf(to_float(xr[j]) - m) * inv);
+}
+
+#define SOFTMAX1(SUFFIX, T)                                                                  \
+    extern "C" __global__ void softmax_kernel1_##SUFFIX(const T* x, T* y, long long M,       \
+                                                       long long N) {                        \
+        softmax1<T>(x, y, M, N);                                                             \
+    }
+MK_FOR_EACH_DTYPE(SOFTMAX1)
+// --8<-- [end:kernel1]
+
+// --8<-- [start:kernel2]
+// One block per row (any multiple of 32 threads). Consecutive threads load consecutive elements:
+// one 128-byte transaction per warp instead of 32. The row is staged once in shared memory as
+// fp32 (dynamic size N * 4 bytes, so N is bounded by the shared memory of a block), and thread 0
+// walks it twice while the others wait at the barrier.
+template <typename T> __device__ __forceinline__ void softmax2(const T* x, T* y, long long N) {
+    float* row_s = dynamic_smem<float>();
+    __shared__ float stats[2];
+    const int n = static_cast<int>(N);  // the host guarantees N * 4 bytes fit in shared memory
+    const long long row = blockIdx.x;
+    const T* xr = x + row * N;
+    T* yr = y + row * N;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) row_s[j] = to_float(xr[j]);
+    __syncthreads();  // thread 0 is about to read what every other thread wrote
+    if (threadIdx.x == 0) {
+        float m = MK_NEG_INF;
+        for (int j = 0; j < n; ++j) m = fmaxf(m, row_s[j]);
+        float s = 0.f;
+        for (int j = 0; j < n; ++j) s += __expf(row_s[j] - m);
+        stats[0] = m;
+        stats[1] = 1.f / s;
+    }
+    __syncthreads();  // everyone waits for thread 0's two numbers
+    const float m = stats[0], inv = stats[1];
+    for (int j = threadIdx.x; j < n; j += blockDim.x) yr[j] = from_float<T>(__expf(row_s[j] - m) * inv);
+}
+
+#define SOFTMAX2(SUFFIX, T)                                                                  \
+    extern "C" __global__ void softmax_kernel2_##SUFFIX(const T* x, T* y, long long N) {     \
+        softmax2<T>(x, y, N);                                                                \
+    }
+MK_FOR_EACH_DTYPE(SOFTMAX2)
+// --8<-- [end:kernel2]
+
+// --8<-- [start:kernel3]
+// Same staging, but the block reduces in parallel: each thread folds its own strided elements,
+// a warp folds 32 values with 5 shuffles, and warp 0 folds the per-warp results. log2 steps
+// instead of N serial ones. Each thread only re-reads the shared-memory elements it wrote itself,
+// so the barriers inside block_max / block_sum are the only ones needed.
+template <typename T> __device__ __forceinline__ void softmax3(const T* x, T* y, long long N) {
+    float* row_s = dynamic_smem<float>();
+    __shared__ float scratch[33];
+    const int n = static_cast<int>(N);
+    const long long row = blockIdx.x;
+    const T* xr = x + row * N;
+    T* yr = y + row * N;
+    float m = MK_NEG_INF;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        const float v = to_float(xr[j]);
+        row_s[j] = v;
+        m = fmaxf(m, v);
+    }
+    m = block_max(m, scratch);
+    float s = 0.f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) s += __expf(row_s[j] - m);
+    s = block_sum(s, scratch);
+    const float inv = 1.f / s;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) yr[j] = from_float<T>(__expf(row_s[j] - m) * inv);
+}
+
+#define SOFTMAX3(SUFFIX, T)                                                                  \
+    extern "C" __global__ void softmax_kernel3_##SUFFIX(const T* x, T* y, long long N) {     \
+        softmax3<T>(x, y, N);                                                                \
+    }
+MK_FOR_EACH_DTYPE(SOFTMAX3)
+// --8<-- [end:kernel3]
+
+// --8<-- [start:kernel4]
+// Online softmax: while loading, each thread keeps (max, sum of exp) of what it has seen so far,
+// rescaling the sum whenever the max grows. One sweep and ONE block reduction (of pairs) replace
+// the max sweep, the sum sweep and their two reductions.
+template <typename T> __device__ __forceinline__ void softmax4(const T* x, T* y, long long N) {
+    float* row_s = dynamic_smem<float>();
+    __shared__ float scratch[66];
+    const int n = static_cast<int>(N);
+    const long long row = blockIdx.x;
+    const T* xr = x + row * N;
+    T* yr = y + row * N;
+    MaxSum t = {MK_NEG_INF, 0.f};
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        const float v = to_float(xr[j]);
+        row_s[j] = v;
+        t = ms_add(t, v);
+    }
+    t = block_ms(t, scratch);
+    const float inv = 1.f / t.s;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) yr[j] = from_float<T>(__expf(row_s[j] - t.m) * inv);
+}
+
+#define SOFTMAX4(SUFFIX, T)                                                                  \
+    extern "C" __global__ void softmax_kernel4_##SUFFIX(const T* x, T* y, long long N) {     \
+        softmax4<T>(x, y, N);                                                                \
+    }
+MK_FOR_EACH_DTYPE(SOFTMAX4)
+// --8<-- [end:kernel4]
+
+// --8<-- [start:kernel5]
+// 16-byte vectors: one LDG.128 moves 4 floats or 8 halves, so a warp asks for 512 contiguous
+// bytes per instruction. Shared memory holds the aligned body of the row as it came (its own
+// dtype: half the bytes of kernel4's fp32 copy for 16-bit inputs); the < 2 * VN edge elements
+// stay in the registers of the first threads.
+template <typename T> __device__ __forceinline__ void softmax5(const T* x, T* y, long long N) {
+    constexpr int VN = Vec<T>::N;
+    Vec<T>* row_s = dynamic_smem<Vec<T>>();  // nvec vectors: at most N / VN of them
+    __shared__ float scratch[66];
+    const long long row = blockIdx.x;
+    const T* xr = x + row * N;
+    T* yr = y + row * N;
+    const RowSplit sp = split_row(xr, N);
+    const int nvec = static_cast<int>(sp.nvec);
+    const T* xb = xr + sp.head;  // 16-byte aligned
+    T* yb = yr + sp.head;
+    MaxSum t = {MK_NEG_INF, 0.f};
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+        const Vec<T> v = load_vec(xb + static_cast<long long>(i) * VN);
+        row_s[i] = v;
+        t = ms_add_vec(t, v);
+    }
+    const int n_edge = sp.head + sp.tail;  // < 2 * VN <= 16 <= blockDim.x
+    long long e_idx = 0;
+    float e = MK_NEG_INF;
+    if (static_cast<int>(threadIdx.x) < n_edge) {
+        e_idx = edge_index(sp, threadIdx.x, VN);
+        e = to_float(xr[e_idx]);
+        t = ms_add(t, e);
+    }
+    t = block_ms(t, scratch);
+    const float inv = 1.f / t.s;
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+        store_vec(yb + static_cast<long long>(i) * VN, normalize_vec(row_s[i], t.m, inv));
+    }
+    if (static_cast<int>(threadIdx.x) < n_edge) yr[e_idx] = from_float<T>(__expf(e - t.m) * inv);
+}
+
+#define SOFTMAX5(SUFFIX, T)                                                                  \
+    extern "C" __global__ void softmax_kernel5_##SUFFIX(const T* x, T* y, long long N) {     \
+        softmax5<T>(x, y, N);                                                                \
+    }
+MK_FOR_EACH_DTYPE(SOFTMAX5)
+// --8<-- [end:kernel5]
+
+// --8<-- [start:kernel6]
+// The row in registers. Each thread owns 32 elements, as VPT 16-byte vectors (VPT = 8 for fp32,
+// 4 for 16-bit dtypes), converted to fp32 once on arrival: vector i = j * STRIDE + tid is
+// coalesced across the block, and since VPT is a compile-time constant the array is registers,
+// not memory. All VPT loads are issued before the first one is used (VPT * 16 bytes in flight
+// per thread); max and sum are then two cheap passes over registers with one exp per element,
+// and only the final (max, sum) pair crosses threads, in one block reduction. Rows up to
+// THREADS * 32 elements. Indices are 32-bit: the host sends rows shorter than 2^31 here.
+template <typename T, int VPT, int STRIDE>
+__device__ __forceinline__ void load_chunk(float (&f)[VPT][Vec<T>::N], const T* xb, int first,
+                                           int nvec, int tid) {
+    constexpr int VN = Vec<T>::N;
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+        const int i = first + j * STRIDE + tid;
+        if (i < nvec) {
+            const Vec<T> r = load_vec(xb + static_cast<long long>(i) * VN);
+#pragma unroll
+            for (int k = 0; k < VN; ++k) f[j][k] = to_float(r.v[k]);
+        } else {
+#pragma unroll
+            for (int k = 0; k < VN; ++k) f[j][k] = MK_NEG_INF;  // adds exp(-inf) = 0 to the sum
+        }
+    }
+}
+
+// (max, sum of exp) of a thread's registers plus its edge element `e` (-inf when it has none).
+template <int VPT, int VN> __device__ __forceinline__ MaxSum chunk_ms(const float (&f)[VPT][VN], float e) {
+    float m = e;
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+#pragma unroll
+        for (int k = 0; k < VN; ++k) m = fmaxf(m, f[j][k]);
+    }
+    const float shift = safe_shift(m);
+    float s = __expf(e - shift);
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+#pragma unroll
+        for (int k = 0; k < VN; ++k) s += __expf(f[j][k] - shift);
+    }
+    return {m, s};
+}
+
+template <typename T, int VPT, int STRIDE>
+__device__ __forceinline__ void store_chunk(const float (&f)[VPT][Vec<T>::N], T* yb, int first,
+                                            int nvec, int tid, float m, float inv) {
+    constexpr int VN = Vec<T>::N;
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+        const int i = first + j * STRIDE + tid;
+        if (i < nvec) {
+            Vec<T> r;
+#pragma unroll
+            for (int k = 0; k < VN; ++k) r.v[k] = from_float<T>(__expf(f[j][k] - m) * inv);
+            store_vec(yb + static_cast<long long>(i) * VN, r);
+        }
+    }
+}
+
+template <typename T, int THREADS>
+__device__ __forceinline__ void softmax6(const T* x, T* y, long long N) {
+    constexpr int VN = Vec<T>::N;
+    constexpr int VPT = 32 / VN;
+    __shared__ float scratch[66];
+    const int tid = threadIdx.x;
+    const long long row = blockIdx.x;
+    const T* xr = x + row * N;
+    T* yr = y + row * N;
+    const RowSplit sp = split_row(xr, N);
+    const int nvec = static_cast<int>(sp.nvec);
+    float f[VPT][VN];
+    load_chunk<T, VPT, THREADS>(f, xr + sp.head, 0, nvec, tid);
+    const int n_edge = sp.head + sp.tail;  // < 16 <= THREADS
+    long long e_idx = 0;
+    float e = MK_NEG_INF;
+    if (tid < n_edge) {
+        e_idx = edge_index(sp, tid, VN);
+        e = to_float(xr[e_idx]);
+    }
+    const MaxSum t = block_ms(chunk_ms(f, e), scratch);
+    const float inv = 1.f / t.s;
+    store_chunk<T, VPT, THREADS>(f, yr + sp.head, 0, nvec, tid, t.m, inv);
+    if (tid < n_edge) yr[e_idx] = from_float<T>(__expf(e - t.m) * inv);
+}
+
+#define SOFTMAX6(SUFFIX, T, THREADS)                                                         \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                    \
+        softmax_kernel6_t##THREADS##_##SUFFIX(const T* x, T* y, long long N) {               \
+        softmax6<T, THREADS>(x, y, N);                                                       \
+    }
+#define SOFTMAX6_SIZES(SUFFIX, T)                                                            \
+    SOFTMAX6(SUFFIX, T, 64)                                                                  \
+    SOFTMAX6(SUFFIX, T, 128)                                                                 \
+    SOFTMAX6(SUFFIX, T, 256)                                                                 \
+    SOFTMAX6(SUFFIX, T, 512)                                                                 \
+    SOFTMAX6(SUFFIX, T, 1024)
+MK_FOR_EACH_DTYPE(SOFTMAX6_SIZES)
+// --8<-- [end:kernel6]
+
+// --8<-- [start:kernel7]
+// Short rows (up to 32 lanes * 32 elements = 1024): a whole block per row would leave most of
+// its threads idle and pay two barriers for a few hundred elements. Here one warp owns one row, a
+// block holds four rows, and every reduction is five shuffles inside the warp. VPT vectors per
+// lane, the smallest that covers the row (the host picks it). A warp whose row is past the end
+// leaves at once: nothing below waits for it.
+template <typename T, int VPT>
+__device__ __forceinline__ void softmax7(const T* x, T* y, long long M, long long N) {
+    constexpr int VN = Vec<T>::N;
+    constexpr int ROWS_PER_BLOCK = 4;
+    const int lane = threadIdx.x & 31;
+    const long long row = static_cast<long long>(blockIdx.x) * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    if (row >= M) return;  // the whole warp together, so the shuffles below have all 32 lanes
+    const T* xr = x + row * N;
+    T* yr = y + row * N;
+    const RowSplit sp = split_row(xr, N);
+    const int nvec = static_cast<int>(sp.nvec);
+    float f[VPT][VN];
+    load_chunk<T, VPT, 32>(f, xr + sp.head, 0, nvec, lane);
+    const int n_edge = sp.head + sp.tail;  // < 16 <= 32 lanes
+    long long e_idx = 0;
+    float e = MK_NEG_INF;
+    if (lane < n_edge) {
+        e_idx = edge_index(sp, lane, VN);
+        e = to_float(xr[e_idx]);
+    }
+    const MaxSum t = warp_ms(chunk_ms(f, e));
+    const float inv = 1.f / t.s;
+    store_chunk<T, VPT, 32>(f, yr + sp.head, 0, nvec, lane, t.m, inv);
+    if (lane < n_edge) yr[e_idx] = from_float<T>(__expf(e - t.m) * inv);
+}
+
+#define SOFTMAX7(SUFFIX, T, VPT)                                                             \
+    extern "C" __global__ void __launch_bounds__(128)                                        \
+        softmax_kernel7_v##VPT##_##SUFFIX(const T* x, T* y, long long M, long long N) {      \
+        softmax7<T, VPT>(x, y, M, N);                                                        \
+    }
+// VPT vectors of 16 bytes per lane: up to 32 elements per lane for every dtype.
+#define SOFTMAX7_SIZES_32BIT(SUFFIX, T)                                                      \
+    SOFTMAX7(SUFFIX, T, 1) SOFTMAX7(SUFFIX, T, 2) SOFTMAX7(SUFFIX, T, 4) SOFTMAX7(SUFFIX, T, 8)
+#define SOFTMAX7_SIZES_16BIT(SUFFIX, T)                                                      \
+    SOFTMAX7(SUFFIX, T, 1) SOFTMAX7(SUFFIX, T, 2) SOFTMAX7(SUFFIX, T, 4)
+SOFTMAX7_SIZES_32BIT(f32, float)
+SOFTMAX7_SIZES_16BIT(f16, mk_half)
+SOFTMAX7_SIZES_16BIT(bf16, mk_bf16)
+// --8<-- [end:kernel7]
+
+// --8<-- [start:kernel8]
+// Rows of any length. Pass 1 walks the row forward UNROLL vectors per thread at a time, folding
+// each vector into the thread's online (max, sum); one block reduction; pass 2 walks the row
+// BACKWARDS, normalising and storing. Pass 2 reads x a second time, but the chunks it reads first
+// are the ones pass 1 read last, so they are the likeliest to still be in L2; pass 1 asks L2 to
+// keep its lines (evict_last), pass 2's loads mark them evict_first again. DRAM traffic
+// is 2 * M * N * sizeof(T) while a row times the rows in flight fits in L2, and creeps towards
+// 3 * M * N * sizeof(T) beyond that.
+// An L2 cache policy (sm_80+) is a 64-bit value made by createpolicy; a load that carries it
+// sets the priority of the lines it touches.
+__device__ __forceinline__ unsigned long long l2_policy_evict_last() {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+
+__device__ __forceinline__ unsigned long long l2_policy_evict_first() {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+
+template <typename T>
+__device__ __forceinline__ Vec<T> load_vec_hint(const T* p, unsigned long long policy) {
+    uint4 r;
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p), "l"(policy));
+    return *reinterpret_cast<Vec<T>*>(&r);
+}
+
+template <typename T, int THREADS>
+__device__ __forceinline__ void softmax8(const T* x, T* y, long long N) {
+    constexpr int VN = Vec<T>::N;
+    constexpr int UNROLL = 4;  // vectors in flight per thread per step
+    constexpr long long STEP = static_cast<long long>(UNROLL) * THREADS;
+    __shared__ float scratch[66];
+    const int tid = threadIdx.x;
+    const long long row = blockIdx.x;
+    const T* xr = x + row * N;
+    T* yr = y + row * N;
+    const RowSplit sp = split_row(xr, N);
+    const T* xb = xr + sp.head;
+    T* yb = yr + sp.head;
+    const unsigned long long keep = l2_policy_evict_last(), drop = l2_policy_evict_first();
+
+    MaxSum t = {MK_NEG_INF, 0.f};
+    for (long long base = 0; base < sp.nvec; base += STEP) {  // pass 1, forward
+        Vec<T> v[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const long long i = base + static_cast<long long>(u) * THREADS + tid;
+            v[u] = i < sp.nvec ? load_vec_hint(xb + i * VN, keep) : neg_inf_vec<T>();
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) t = ms_add_vec(t, v[u]);
+    }
+    const int n_edge = sp.head + sp.tail;
+    long long e_idx = 0;
+    float e = MK_NEG_INF;
+    if (tid < n_edge) {
+        e_idx = edge_index(sp, tid, VN);
+        e = to_float(xr[e_idx]);
+        t = ms_add(t, e);
+    }
+    t = block_ms(t, scratch);
+    const float inv = 1.f / t.s;
+
+    const long long steps = (sp.nvec + STEP - 1) / STEP;
+    for (long long k = steps - 1; k >= 0; --k) {  // pass 2, backward
+        const long long base = k * STEP;
+        Vec<T> v[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const long long i = base + static_cast<long long>(u) * THREADS + tid;
+            if (i < sp.nvec) v[u] = load_vec_hint(xb + i * VN, drop);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const long long i = base + static_cast<long long>(u) * THREADS + tid;
+            if (i < sp.nvec) store_vec(yb + i * VN, normalize_vec(v[u], t.m, inv));
+        }
+    }
+    if (tid < n_edge) yr[e_idx] = from_float<T>(__expf(e - t.m) * inv);
+}
+
+#define SOFTMAX8(SUFFIX, T)                                                                  \
+    extern "C" __global__ void __launch_bounds__(512)                                        \
+        softmax_kernel8_##SUFFIX(const T* x, T* y, long long N) {                            \
+        softmax8<T, 512>(x, y, N);                                                           \
+    }
+MK_FOR_EACH_DTYPE(SOFTMAX8)
+// --8<-- [end:kernel8]
+
+// --8<-- [start:kernel9]
+// Long rows, read once. A thread-block cluster (sm_90+: up to 8 blocks scheduled together on
+// one GPC, able to read each other's shared memory) shares one row: block `rank` holds vectors
+// [rank * THREADS * VPT, (rank + 1) * THREADS * VPT) of it in registers exactly as in kernel6,
+// reduces them to one (max, sum), and publishes that pair in its shared memory. After a cluster
+// barrier every block reads the CLUSTER pairs over DSMEM (mapa + ld.shared::cluster), merges them
+// in the same order (so every block gets the same bits) and writes its part of the row. A second
+// barrier keeps each block's shared memory alive until the others have read it.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+// Read a float in the shared memory of block `rank` of this cluster, at the offset that `local`
+// has in our own block.
+__device__ __forceinline__ float ld_dsmem(const float* local, unsigned rank) {
+    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(local));
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+    return v;
+}
+
+template <typename T, int THREADS, int CLUSTER>
+__device__ __forceinline__ void softmax9(const T* x, T* y, long long N) {
+    constexpr int VN = Vec<T>::N;
+    constexpr int VPT = 32 / VN;
+    __shared__ float scratch[66];
+    __shared__ float partial[2];  // this block's (max, sum), read by the whole cluster
+    const int tid = threadIdx.x;
+    const unsigned rank = cluster_rank();  // == blockIdx.x % CLUSTER for a 1-D cluster
+    const long long row = blockIdx.x / CLUSTER;
+    const T* xr = x + row * N;
+    T* yr = y + row * N;
+    const RowSplit sp = split_row(xr, N);
+    const int nvec = static_cast<int>(sp.nvec);
+    const int first = static_cast<int>(rank) * THREADS * VPT;  // first vector of this block
+    float f[VPT][VN];
+    load_chunk<T, VPT, THREADS>(f, xr + sp.head, first, nvec, tid);
+    const int n_edge = rank == 0 ? sp.head + sp.tail : 0;  // block 0 also takes the edges
+    long long e_idx = 0;
+    float e = MK_NEG_INF;
+    if (tid < n_edge) {
+        e_idx = edge_index(sp, tid, VN);
+        e = to_float(xr[e_idx]);
+    }
+    const MaxSum b = block_ms(chunk_ms(f, e), scratch);
+    if (tid == 0) {
+        partial[0] = b.m;
+        partial[1] = b.s;
+    }
+    // Every block's pair written (release) and visible to every block (acquire).
+    asm volatile("barrier.cluster.arrive.release;\n\t"
+                 "barrier.cluster.wait.acquire;" ::: "memory");
+    MaxSum t = {MK_NEG_INF, 0.f};
+#pragma unroll
+    for (int r = 0; r < CLUSTER; ++r) {
+        t = ms_merge(t, {ld_dsmem(&partial[0], r), ld_dsmem(&partial[1], r)});
+    }
+    // Done reading the others' shared memory: release orders those reads before the arrival.
+    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+    const float inv = 1.f / t.s;
+    store_chunk<T, VPT, THREADS>(f, yr + sp.head, first, nvec, tid, t.m, inv);
+    if (tid < n_edge) yr[e_idx] = from_float<T>(__expf(e - t.m) * inv);
+    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");  // leave only when all did
+}
+
+#define SOFTMAX9(SUFFIX, T, THREADS, CLUSTER)                                                \
+    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)    \
+        softmax_kernel9_t##THREADS##_c##CLUSTER##_##SUFFIX(const T* x, T* y, long long N) {  \
+        softmax9<T, THREADS, CLUSTER>(x, y, N);                                              \
+    }
+#define SOFTMAX9_SIZES(SUFFIX, T)                                                            \
+    SOFTMAX9(SUFFIX, T, 512, 2)                                                              \
+    SOFTMAX9(SUFFIX, T, 512, 4)                                                              \
+    SOFTMAX9(SUFFIX, T, 512, 8)                                                              \
+    SOFTMAX9(SUFFIX, T, 1024, 8)
+MK_FOR_EACH_DTYPE(SOFTMAX9_SIZES)
+
+#endif  // __CUDA_ARCH__ >= 900
+// --8<-- [end:kernel9]

@@ -1,0 +1,193 @@
+"""Softmax in Triton: a fused single-tile kernel and an online multi-tile kernel.
+
+Byte model for both: 2 * M * N * element size (read x once, write y once). Kernel 2 reads x a
+second time, mostly from L2 (see its comment).
+
+- ``softmax_kernel1``: the row lives in registers as one tile of BLOCK_N = next_pow2(N) columns;
+  ROWS rows per program when rows are short, so that a program still moves a few thousand
+  elements. Rows up to ``TILE_MAX`` columns.
+- ``softmax_kernel2``: rows of any length, TILE columns at a time, with the online recurrence
+  of Milakov & Gimelshein (2018) for (max, sum); a second pass writes the output.
+
+Both are autotuned over ``num_warps`` (and kernel 2 over its tile) on a GPU. Under the Triton
+interpreter (``TRITON_INTERPRET=1``, CPU tensors) each has exactly one configuration, because
+autotuning needs a GPU to time on.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+TILE_MAX = 32768
+"""Longest row softmax_kernel1 holds in registers: 32 fp32 values per thread at 32 warps. Past
+that, registers spill to local memory; softmax_kernel2 takes longer rows."""
+
+
+def _tuning_bench(fn, quantiles):  # type: ignore[no-untyped-def]
+    """Autotuning only has to rank a few configs: 25 ms per config instead of do_bench's 125."""
+    return triton.testing.do_bench(fn, warmup=5, rep=20, quantiles=quantiles)
+
+
+def vector_divisor(n: int) -> int:
+    """Largest power of two (at most 16) dividing n. The kernels rewrite n as (n // DIV) * DIV,
+    which is the same number but tells Triton's alignment analysis that rows start, and masks
+    change, only on DIV-element boundaries: a row of 600 fp32 values (600 = 8 * 75) is then still
+    read with 16-byte vectors. On its own, Triton only knows that when n % 16 == 0."""
+    d = 1
+    while d < 16 and n % (2 * d) == 0:
+        d *= 2
+    return d
+
+
+# --8<-- [start:kernel1]
+def _fused_configs() -> list[triton.Config]:
+    if INTERPRET:
+        return [triton.Config({}, num_warps=4)]
+    return [triton.Config({}, num_warps=w) for w in (1, 2, 4, 8, 16, 32)]
+
+
+def _prune_fused(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list:
+    """Keep the warp counts that give each thread 16 or 32 elements of the tile (two to eight
+    16-byte loads in flight): fewer and an SM has too few bytes in flight to cover DRAM's
+    latency; more and the tile no longer fits in registers. Two configs, two compiles."""
+    elems = named_args["BLOCK_N"] * named_args["ROWS"]
+    keep = [c for c in configs if 16 <= elems // (32 * c.num_warps) <= 32]
+    return keep or [min(configs, key=lambda c: abs(elems // (32 * c.num_warps) - 16))]
+
+
+@triton.autotune(
+    configs=_fused_configs(),
+    key=["BLOCK_N", "ROWS"],  # Triton adds the pointers' dtypes to the key
+    prune_configs_by={"early_config_prune": _prune_fused},
+    do_bench=_tuning_bench,
+)
+@triton.jit
+def softmax_kernel1(
+    x_ptr,
+    y_ptr,
+    n_rows,
+    n_cols,
+    BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,
+    DIV: tl.constexpr,
+):
+    n_cols = (n_cols // DIV) * DIV  # same value; now known to be a multiple of DIV (vectors)
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    offsets = rows.to(tl.int64)[:, None] * n_cols + cols[None, :]  # int64: M * N may pass 2^31
+    # Masked lanes read -inf: exp(-inf - max) = 0 adds nothing to the sum. x is read exactly
+    # once, so it should not push anything else out of L2 (evict_first).
+    x = tl.load(x_ptr + offsets, mask=mask, other=-float("inf"), eviction_policy="evict_first")
+    x = x.to(tl.float32)
+    m = tl.max(x, axis=1)
+    e = tl.exp(x - m[:, None])  # a row of -inf gives -inf - -inf = NaN, as torch does
+    s = tl.sum(e, axis=1)
+    y = e * (1.0 / s)[:, None]
+    tl.store(
+        y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first"
+    )
+
+
+# The interpreter runs programs one after another at about a millisecond each, whatever their
+# size, so on the CPU fewer, larger programs are cheaper (and still pack several rows).
+_PROGRAM_ELEMS, _MIN_PROGRAMS = (16384, 4) if INTERPRET else (4096, 512)
+
+
+def rows_per_program(n_rows: int, block_n: int) -> int:
+    """Short rows are packed ROWS to a program so that one program still moves ~4096 elements,
+    but never so many that fewer than ~512 programs remain to spread over the SMs."""
+    want = max(1, _PROGRAM_ELEMS // block_n)
+    room = max(1, triton.next_power_of_2(triton.cdiv(n_rows, _MIN_PROGRAMS)))
+    return min(want, room)
+
+
+def launch_kernel1(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """x, y: contiguous (M, N) with N <= TILE_MAX."""
+    n_rows, n_cols = x.shape
+    block_n = triton.next_power_of_2(n_cols)
+    rows = rows_per_program(n_rows, block_n)
+    grid = (triton.cdiv(n_rows, rows),)
+    # BLOCK_N, ROWS and DIV go by position so that the autotuner's pruning function sees them.
+    softmax_kernel1[grid](x, y, n_rows, n_cols, block_n, rows, vector_divisor(n_cols))
+    return y
+
+
+# --8<-- [end:kernel1]
+
+
+# --8<-- [start:kernel2]
+def _online_configs() -> list[triton.Config]:
+    if INTERPRET:
+        return [triton.Config({"TILE": 4096}, num_warps=4)]
+    return [  # 16 elements per thread each; wider tiles mean fewer tile-wide max reductions
+        triton.Config({"TILE": 4096}, num_warps=8),
+        triton.Config({"TILE": 8192}, num_warps=16),
+        triton.Config({"TILE": 16384}, num_warps=32),
+    ]
+
+
+def _prune_online(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list:
+    """A tile much wider than the row is wasted lanes: keep tiles up to next_pow2(N)."""
+    width = triton.next_power_of_2(named_args["n_cols"])
+    keep = [c for c in configs if c.kwargs["TILE"] <= max(width, 4096)]
+    return keep or configs[:1]
+
+
+@triton.autotune(
+    configs=_online_configs(),
+    key=["n_cols"],
+    prune_configs_by={"early_config_prune": _prune_online},
+    do_bench=_tuning_bench,
+)
+@triton.jit
+def softmax_kernel2(x_ptr, y_ptr, n_cols, DIV: tl.constexpr, TILE: tl.constexpr):
+    n_cols = (n_cols // DIV) * DIV
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * n_cols
+    y_row = y_ptr + row * n_cols
+    cols = tl.arange(0, TILE)
+    n_tiles = tl.cdiv(n_cols, TILE)
+
+    # Pass 1, forward: a running max m (one number) and per-lane sums s rescaled to it. One
+    # tile-wide max per tile and one exp per element; the lanes are summed once, at the end.
+    m = tl.max(tl.full([TILE], -float("inf"), tl.float32), axis=0)
+    s = tl.zeros([TILE], dtype=tl.float32)
+    for t in range(0, n_tiles):
+        offs = t * TILE + cols
+        x = tl.load(
+            x_row + offs, mask=offs < n_cols, other=-float("inf"), eviction_policy="evict_last"
+        )
+        x = x.to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        # While everything seen is -inf, shift by 0 instead: -inf - -inf would be NaN.
+        shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+        s = s * tl.exp(m - shift) + tl.exp(x - shift)
+        m = m_new
+    inv = 1.0 / tl.sum(s, axis=0)
+
+    # Pass 2, backward: the tiles pass 1 read last are the likeliest to still be in L2.
+    for i in range(0, n_tiles):
+        offs = (n_tiles - 1 - i) * TILE + cols
+        mask = offs < n_cols
+        x = tl.load(x_row + offs, mask=mask, other=-float("inf"), eviction_policy="evict_first")
+        y = tl.exp(x.to(tl.float32) - m) * inv
+        tl.store(
+            y_row + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first"
+        )
+
+
+def launch_kernel2(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """x, y: contiguous (M, N), any N >= 1."""
+    n_rows, n_cols = x.shape
+    softmax_kernel2[(n_rows,)](x, y, n_cols, vector_divisor(n_cols))
+    return y
+
+
+# --8<-- [end:kernel2]

@@ -1,0 +1,505 @@
+"""Softmax: every rung against the fp64 reference, special values, dims and strides, bad input,
+the online recurrence's drift in fp32, kernel planning, and the maskless kernel of exercise E2."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import DEVICE, HAS_GPU, INTERPRET
+
+from minikernel.kernels.softmax import (
+    VARIANTS,
+    UnsupportedShape,
+    bytes_moved,
+    default_impl,
+    make_inputs,
+    reference,
+    softmax,
+    supports,
+)
+from minikernel.kernels.softmax import cuda_kernels as ck
+from minikernel.testing import run_checked
+
+# NumPy (and so Triton's interpreter) warns on inf - inf and x / 0: the special rows do that.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+# (atol, rtol) per output dtype. Every impl computes in fp32 and rounds once to the dtype.
+# - float32: exp is one ex2.approx on (x - max) * log2(e); rounding that product costs a relative
+#   |x - max| * 2^-24 * ln 2 (about 1e-6 for the |x - max| <= 20 of these inputs), ex2.approx
+#   adds ~2 ulp, the sum and the division a few more. test_online_drift_fp32 measures the sum's
+#   share for both recurrences. 1e-5 leaves a margin over all of it; torch's own fp32 default
+#   (1.3e-6) assumes a correctly rounded exp. atol only absorbs outputs below 1e-12, which
+#   differ by denormal flushing.
+# - float16: one rounding to 11 significant bits is at most 2^-11 = 4.9e-4 relative: rtol 1e-3.
+#   Outputs under 6.1e-5 are subnormal in fp16, spaced 2^-24 = 6e-8 apart: atol 6e-8.
+# - bfloat16: 8 significant bits, at most 2^-8 = 3.9e-3 relative: rtol 8e-3. Same exponent
+#   range as fp32, so no subnormal outputs here: a tiny atol.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float32: (1e-12, 1e-5),
+    torch.float16: (6e-8, 1e-3),
+    torch.bfloat16: (1e-12, 8e-3),
+}
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+SHAPES = [
+    (1, 1),  # one element: the max is the element, the output exactly 1
+    (3, 5),  # shorter than one 16-byte vector of halves: the whole row is scalar edges
+    (512, 600),  # the seed's point (B=512, V=600); 2400 / 1200 bytes: 16-byte aligned rows
+    (1823, 781),  # odd rows and columns: misaligned row starts (head and tail edges), a partial
+    #               last block of 4 rows (cuda:7) or of packed rows (triton:1)
+    (7, 4097),  # one past 4096: a 1-element tail in triton:1's tile; two tiles of triton:2
+    (5, 32768),  # triton:1's widest tile and cuda:6's 1024-thread block, exactly full
+    (4, 131079),  # past shared memory and registers: online loops (cuda:8, triton:2) and
+    #               clusters of 8 blocks (cuda:9); the smem and register rungs must refuse it
+]
+IMPLS = sorted(VARIANTS)
+
+
+def _dt(d: torch.dtype) -> str:
+    return str(d).removeprefix("torch.")
+
+
+def _skip_reason(impl: str, dtype: torch.dtype) -> str | None:
+    if impl.startswith("cuda:") and not HAS_GPU:
+        return "CUDA C kernels need a GPU (test_cuda_compile.py compiles them; planning is below)"
+    if impl.startswith("triton:") and INTERPRET and dtype == torch.bfloat16:
+        return "Triton's interpreter computes bf16 wrong (NaN); bf16 is tested on the GPU"
+    return None
+
+
+def _rows(impl: str, m: int) -> int:
+    """The interpreter runs one program at a time, at ~10 ms each and more on big tensors, so on
+    the CPU the Triton kernels keep the first 67 rows of the tall shapes: rows are independent,
+    the row length is what those shapes test, and 67 = 4 * 16 + 3 still leaves triton:1 a
+    partial last program of packed rows."""
+    return min(m, 67) if INTERPRET and impl.startswith("triton:") else m
+
+
+def _device(impl: str) -> str:
+    if impl == "numpy":
+        return "cpu"
+    return "cuda" if impl.startswith("cuda:") else DEVICE
+
+
+def _run(impl: str):  # type: ignore[no-untyped-def]
+    return lambda x, out: softmax(x, impl=impl, out=out)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dt)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("impl", IMPLS)
+def test_variant_matches_reference(impl: str, shape: tuple[int, int], dtype: torch.dtype) -> None:
+    if (why := _skip_reason(impl, dtype)) is not None:
+        pytest.skip(why)
+    m, n = _rows(impl, shape[0]), shape[1]
+    x = make_inputs(m, n, dtype, _device(impl), seed=n)
+    if (limit := supports(impl, m, n, dtype)) is not None:
+        with pytest.raises(UnsupportedShape, match=impl.replace(":", ".")):
+            softmax(x, impl=impl)
+        pytest.skip(f"refused by design: {limit}")
+    result = run_checked(_run(impl), [x], reference(x), tolerances=TOLERANCES, name=impl)
+    result.raise_if_failed()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=_dt)
+def test_numpy_fallback_matches_reference(dtype: torch.dtype) -> None:
+    x = make_inputs(300, 781, dtype, "cpu", seed=1)
+    run_checked(
+        _run("numpy"), [x], reference(x), tolerances=TOLERANCES, name="numpy"
+    ).raise_if_failed()
+
+
+# --- special values: rows with -inf, +inf and NaN give exactly what torch.softmax gives ------
+
+
+def special_rows(n: int, dtype: torch.dtype, device: str) -> torch.Tensor:
+    """Eight rows of length n, each a trap for one part of a softmax kernel."""
+    inf, nan = float("inf"), float("nan")
+    x = make_inputs(8, n, torch.float32, "cpu", seed=n)
+    x[0] = -inf  # all -inf: torch gives NaN (-inf - -inf)
+    x[1, n // 2] = inf  # one +inf: NaN everywhere (inf - inf)
+    x[2, n - 1] = nan  # one NaN, last: NaN everywhere, even though max() may skip it
+    x[3, : n // 2] = -inf  # a -inf prefix: the online (max, sum) starts at (-inf, 0)
+    x[4, ::3] = -inf  # scattered -inf: zeros among finite outputs
+    x[5] = torch.linspace(-30000.0, 30000.0, n)  # huge spread: exp underflows, never overflows
+    x[6] = 0.0  # all equal: exactly 1/n each
+    x[7] = torch.sort(x[7]).values  # ascending: the running max grows at every element
+    return x.to(dtype).to(device)
+
+
+# 37: one warp's worth; 5000: a block's (two tiles of triton:2 on the CPU); 40000: past
+# registers, so the online loop (cuda:8, triton:2) and clusters (cuda:9) meet the traps.
+@pytest.mark.parametrize("n", [37, 5000, 40000], ids=lambda n: f"n{n}")
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dt)
+@pytest.mark.parametrize("impl", [*IMPLS, "numpy"])
+def test_special_values_match_torch(impl: str, dtype: torch.dtype, n: int) -> None:
+    if (why := _skip_reason(impl, dtype)) is not None:
+        pytest.skip(why)
+    x = special_rows(n, dtype, _device(impl))
+    if supports(impl, 8, n, dtype) is not None:
+        pytest.skip("this rung cannot hold such a row (tested in test_variant_matches_reference)")
+    ref = reference(x)
+    got = run_checked(_run(impl), [x], ref, tolerances=TOLERANCES, name=impl)
+    got.raise_if_failed()
+    # The NaN rows are exactly torch's, in torch's own dtype too.
+    want_nan = torch.isnan(torch.softmax(x.float().cpu(), dim=-1))
+    out = softmax(x, impl=impl).float().cpu()
+    assert torch.equal(torch.isnan(out), want_nan)
+    assert torch.equal(want_nan.all(dim=1), torch.tensor([True, True, True] + [False] * 5))
+
+
+# --- dims, strides and the public function --------------------------------------------------
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, -2])
+def test_any_dim_matches_torch(dim: int) -> None:
+    x = make_inputs(12, 35, torch.float32, DEVICE, seed=3).view(3, 4, 35)
+    want = torch.softmax(x, dim=dim)
+    got = softmax(x, dim=dim)
+    assert got.shape == x.shape
+    torch.testing.assert_close(got, want, atol=1e-7, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda t: t.t(),  # transposed: rows are strided
+        lambda t: t[::2, 1::3],  # every other row, every third column
+        lambda t: t.unsqueeze(1).expand(-1, 3, -1),  # stride 0 along a dimension
+    ],
+    ids=["transposed", "sliced", "expanded"],
+)
+def test_non_contiguous_input(view) -> None:  # type: ignore[no-untyped-def]
+    x = view(make_inputs(40, 50, torch.float16, DEVICE, seed=4))
+    assert not x.is_contiguous()
+    torch.testing.assert_close(
+        softmax(x).float(), torch.softmax(x.float(), dim=-1), atol=6e-8, rtol=1e-3
+    )
+
+
+def test_zero_dim_and_no_rows() -> None:
+    assert softmax(torch.tensor(3.0, device=DEVICE)).item() == 1.0
+    assert softmax(torch.empty(0, 5, device=DEVICE)).shape == (0, 5)
+
+
+def test_out_argument_is_filled_and_returned() -> None:
+    x = make_inputs(9, 100, torch.float32, DEVICE, seed=5)
+    out = torch.empty_like(x)
+    assert softmax(x, out=out) is out
+    torch.testing.assert_close(out, torch.softmax(x, dim=-1), atol=1e-12, rtol=1e-5)
+    outt = torch.empty(100, 9, device=DEVICE)
+    assert softmax(x.t(), dim=0, out=outt) is outt
+    torch.testing.assert_close(outt, torch.softmax(x.t(), dim=0), atol=1e-12, rtol=1e-5)
+
+
+def test_byte_model() -> None:
+    assert bytes_moved(512, 600, torch.float32) == 2 * 512 * 600 * 4
+    assert bytes_moved(32768, 4096, torch.bfloat16) == 2 * 32768 * 4096 * 2
+
+
+def test_default_impl_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = torch.zeros(2, 8)
+    if INTERPRET:
+        assert default_impl(x) == "triton:1"
+        assert default_impl(torch.zeros(2, 40000)) == "triton:2"
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert default_impl(x) == "numpy"  # a plain CPU: NumPy
+
+
+# --- bad input: each raises its documented error, naming the problem ------------------------
+
+
+@pytest.mark.parametrize(
+    ("x", "kwargs", "error", "match"),
+    [
+        ([1.0, 2.0], {}, TypeError, "x must be a torch.Tensor"),
+        (torch.ones(2, 3, dtype=torch.int32), {}, TypeError, "dtype int32"),
+        (torch.ones(2, 3, dtype=torch.float64), {}, TypeError, "dtype float64"),
+        (torch.ones(3, 0), {}, ValueError, "size 0 along dim 1"),
+        (torch.ones(3, 4), {"dim": 2}, ValueError, "dim 2 is out of range"),
+        (torch.ones(3, 4), {"dim": 1.0}, TypeError, "dim must be an int"),
+        (torch.ones(3, 4), {"impl": "cuda:99"}, ValueError, "unknown impl 'cuda:99'"),
+        (
+            torch.ones(3, 4),
+            {"impl": "cuda:3"},
+            ValueError,
+            "runs on a CUDA GPU; got a tensor on cpu",
+        ),
+        (torch.ones(3, 4, device="meta"), {}, ValueError, "softmax runs on cpu or cuda"),
+        (torch.ones(3, 4), {"out": torch.empty(4, 3)}, ValueError, r"out has \(4, 3\)"),
+    ],
+    ids=[
+        "not-a-tensor",
+        "int32",
+        "float64",
+        "empty-dim",
+        "dim-range",
+        "dim-type",
+        "unknown-impl",
+        "cuda-on-cpu",
+        "meta-device",
+        "bad-out",
+    ],
+)
+def test_bad_input_raises(x, kwargs, error, match) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(error, match=match):
+        softmax(x, **kwargs)
+
+
+@pytest.mark.skipif(not INTERPRET, reason="needs the interpreter (CPU tensors)")
+def test_row_too_long_for_a_tile_is_refused() -> None:
+    with pytest.raises(UnsupportedShape, match="'triton:1' holds a row in registers"):
+        softmax(torch.zeros(2, 40000), impl="triton:1")
+
+
+@pytest.mark.gpu
+def test_numpy_on_cuda_is_refused() -> None:
+    with pytest.raises(ValueError, match="impl 'numpy' runs on the CPU"):
+        softmax(torch.zeros(2, 3, device="cuda"), impl="numpy")
+
+
+# --- online vs three-pass in fp32: the drift, measured ---------------------------------------
+
+
+def _three_pass(x: np.ndarray, chunk: int) -> np.ndarray:
+    """fp32 max, sum of exp and division. The sum runs sequentially over chunks of `chunk`
+    elements (a thread's share), then pairwise over the chunk sums (the block's tree)."""
+    m = x.max(axis=1, keepdims=True)
+    e = np.exp(x - m)
+    parts = np.cumsum(e.reshape(len(x), -1, chunk), axis=2, dtype=np.float32)[:, :, -1]
+    while parts.shape[1] > 1:
+        parts = parts[:, 0::2] + parts[:, 1::2]
+    return e / parts
+
+
+def _online(x: np.ndarray, chunk: int) -> np.ndarray:
+    """fp32 Milakov-Gimelshein recurrence over each chunk, element by element, then the chunks'
+    (max, sum) pairs merged pairwise, as the kernels' block reductions do."""
+    r = x.reshape(len(x), -1, chunk)
+    m = np.full(r.shape[:2], -np.inf, np.float32)
+    s = np.zeros(r.shape[:2], np.float32)
+    for j in range(chunk):
+        mj = np.maximum(m, r[:, :, j])
+        s = s * np.exp(m - mj) + np.exp(r[:, :, j] - mj)
+        m = mj
+    while m.shape[1] > 1:
+        mj = np.maximum(m[:, 0::2], m[:, 1::2])
+        s = s[:, 0::2] * np.exp(m[:, 0::2] - mj) + s[:, 1::2] * np.exp(m[:, 1::2] - mj)
+        m = mj
+    return np.exp(x - m) / s
+
+
+@pytest.mark.parametrize(
+    ("n", "chunk"),
+    [(4096, 4096), (131072, 32)],
+    ids=["one-sequential-chain", "kernel-shaped"],
+)
+def test_online_drift_fp32(n: int, chunk: int) -> None:
+    """Does one-pass (online) softmax drift from three-pass in fp32 enough to need a looser
+    tolerance (the seed asks whether 1e-4 is needed instead of 1e-5)? Both are emulated in
+    float32 NumPy: once as a single sequential chain over a 4096-element row (the worst case a
+    kernel of this package has: none sums more than a few hundred elements in one chain), once
+    shaped like the kernels (32 elements per thread, then a tree). Row 0 is sorted, so that the
+    online max grows at every element."""
+    rng = np.random.default_rng(0)
+    x = (2 * rng.standard_normal((8, n))).astype(np.float32)
+    x[0] = np.sort(x[0])
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    ref = e / e.sum(axis=1, keepdims=True)
+    three, online = _three_pass(x, chunk), _online(x, chunk)
+    err_three = float(np.max(np.abs(three - ref) / ref))
+    err_online = float(np.max(np.abs(online - ref) / ref))
+    drift = float(np.max(np.abs(online - three) / ref))
+    print(
+        f"\nn={n} chunk={chunk}: three-pass {err_three:.2e}, online {err_online:.2e}, "
+        f"online vs three-pass {drift:.2e} (fp32 rtol {TOLERANCES[torch.float32][1]:.0e})"
+    )
+    rtol = TOLERANCES[torch.float32][1]
+    # Both are well inside the fp32 tolerance, and their difference is of the same order as
+    # each one's own rounding error: online softmax needs no looser tolerance than three passes.
+    assert max(err_three, err_online, drift) < rtol / 2
+    assert drift < 4 * max(err_three, err_online)
+
+
+# --- planning: which kernel each rung runs, checked without a GPU ---------------------------
+
+SM80 = ck.DeviceFacts(cc=(8, 0), smem_optin=166912)
+
+
+@pytest.mark.parametrize(
+    ("rung", "n", "dtype", "kernel"),
+    [
+        (1, 600, torch.float32, "softmax_kernel1_f32"),
+        (2, 600, torch.float32, "softmax_kernel2_f32"),
+        (7, 600, torch.float32, "softmax_kernel7_v8_f32"),  # 150 vectors: 8 per lane
+        (7, 600, torch.bfloat16, "softmax_kernel7_v4_bf16"),  # 75 vectors: 4 per lane
+        (7, 4096, torch.bfloat16, "softmax_kernel6_t128_bf16"),  # too long for a warp
+        (8, 32768 + 3, torch.float32, "softmax_kernel6_t1024_f32"),  # + edges: one block
+        (8, 32768 + 16, torch.float32, "softmax_kernel8_f32"),  # does not: the online loop
+        (9, 16384, torch.bfloat16, "softmax_kernel6_t512_bf16"),  # one 512-thread block holds it
+        (9, 16384 + 16, torch.bfloat16, "softmax_kernel9_t512_c2_bf16"),
+        (9, 131072, torch.float32, "softmax_kernel9_t512_c8_f32"),
+        (9, 262144, torch.bfloat16, "softmax_kernel9_t1024_c8_bf16"),
+        (9, 262144 + 16, torch.bfloat16, "softmax_kernel8_bf16"),  # past 8 x 1024 threads
+    ],
+)
+def test_plan_picks_kernel(rung: int, n: int, dtype: torch.dtype, kernel: str) -> None:
+    assert ck.plan(rung, 1000, n, dtype, ck.H200).kernel == kernel
+
+
+def test_plan_grid_and_shared_memory() -> None:
+    p = ck.plan(9, 100, 262144, torch.float32, ck.H200)
+    assert (p.grid, p.block, p.smem) == (800, 1024, 0)  # 8 blocks per row
+    p = ck.plan(7, 10, 600, torch.float32, ck.H200)
+    assert (p.grid, p.block, p.takes_m) == (3, 128, True)  # 4 rows per block
+    p = ck.plan(4, 7, 1000, torch.float16, ck.H200)
+    assert (p.grid, p.block, p.smem) == (7, 1024, 4000)  # fp32 copy of the row
+    p = ck.plan(5, 7, 1000, torch.float16, ck.H200)
+    assert (p.grid, p.block, p.smem) == (7, 128, 125 * 16)  # 16-byte vectors of halves
+
+
+def test_plan_refuses_what_does_not_fit() -> None:
+    limit = ck.H200.smem_optin - ck.STATIC_SMEM_RESERVE
+    ck.plan(4, 1, limit // 4, torch.float32, ck.H200)  # exactly fits
+    with pytest.raises(UnsupportedShape, match=r"'cuda:4' cannot run 1 x \d+ float32"):
+        ck.plan(4, 1, limit // 4 + 1, torch.float32, ck.H200)
+    with pytest.raises(UnsupportedShape, match=r"'cuda:5'.*shared memory"):
+        ck.plan(5, 4, 131079, torch.bfloat16, ck.H200)
+    with pytest.raises(UnsupportedShape, match=r"'cuda:6'.*at most 32768 elements"):
+        ck.plan(6, 4, 32768 + 16, torch.float32, ck.H200)
+    # No clusters before sm_90: cuda:9 falls back to the loop.
+    assert ck.plan(9, 4, 131072, torch.float32, SM80).kernel == "softmax_kernel8_f32"
+
+
+def test_every_planned_kernel_exists() -> None:
+    """Each name a plan can produce is an extern "C" kernel of softmax.cu (for sm_90)."""
+    from minikernel.cuda import compile_file
+
+    compiled = set(compile_file(ck.CU_FILE, "sm_90").usage)
+    planned = set()
+    for rung in ck.RUNGS:
+        for dtype in DTYPES:
+            for n in [
+                1,
+                5,
+                127,
+                128,
+                256,
+                300,
+                500,
+                600,
+                1024,
+                2048,
+                4096,
+                8192,
+                16384,
+                32768,
+                65536,
+                131072,
+                262144,
+                300000,
+            ]:
+                with contextlib.suppress(UnsupportedShape):
+                    planned.add(ck.plan(rung, 3, n, dtype, ck.H200).kernel)
+    assert planned <= compiled, sorted(planned - compiled)
+    assert len(planned) == len(compiled), sorted(compiled - planned)  # none is unreachable
+
+
+# --- the GPU: launch details the CPU cannot see ----------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("impl", ["cuda:5", "cuda:7", "cuda:9"])
+def test_misaligned_input_and_output(impl: str) -> None:
+    """x and out at different addresses modulo 16: the vector rungs copy x to match out."""
+    n = 781
+    buf = make_inputs(1, 6 * n + 3, torch.bfloat16, "cuda", seed=7).flatten()
+    x = buf[1 : 1 + 6 * n].view(6, n)  # starts 2 bytes past a 16-byte boundary
+    obuf = torch.empty(6 * n + 8, dtype=torch.bfloat16, device="cuda")
+    out = obuf[3 : 3 + 6 * n].view(6, n)  # 6 bytes past
+    softmax(x, impl=impl, out=out)
+    torch.testing.assert_close(out.float(), reference(x).float(), atol=1e-12, rtol=8e-3)
+
+
+@pytest.mark.gpu
+def test_default_impl_on_gpu_is_a_fused_kernel() -> None:
+    x = torch.zeros(4, 600, device="cuda")
+    assert default_impl(x) in ("triton:1", "cuda:9")
+    assert default_impl(torch.zeros(2, 262144, device="cuda")) in ("cuda:9", "triton:2")
+    y = make_inputs(64, 1000, torch.bfloat16, "cuda").t()  # non-contiguous, dim 0
+    torch.testing.assert_close(
+        softmax(y, dim=0).float(), torch.softmax(y.float(), dim=0), atol=1e-12, rtol=8e-3
+    )
+
+
+# --- exercise E2: remove the mask ------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_maskless_kernel_corrupts_rows_whose_length_is_not_a_power_of_two() -> None:
+    from fixtures.softmax_wrong import softmax_nomask
+
+    x = make_inputs(64, 600, torch.float32, "cuda", seed=11)  # 600: tile of 1024, 424 extra
+    result = run_checked(softmax_nomask, [x], reference(x), tolerances=TOLERANCES)
+    assert not result.ok
+    assert result.mismatches > 0, result.message  # sums over the wrong elements
+    assert result.wrote_outside, result.message  # the last row's store runs past the output
+    x = make_inputs(64, 512, torch.float32, "cuda", seed=11)  # a power of two: tile == row
+    run_checked(softmax_nomask, [x], reference(x), tolerances=TOLERANCES).raise_if_failed()
+
+
+@pytest.mark.skipif(not INTERPRET, reason="what Triton's interpreter does (CPU tensors)")
+def test_interpreter_runs_the_maskless_kernel_past_each_row() -> None:
+    """On the CPU the interpreter does not catch the missing mask either: it loads and stores
+    raw memory past the row, like the GPU. It runs the programs one after another, so the result
+    is deterministic: row r comes out as the softmax of the 1024 elements that start at row r
+    (its own 600 and 424 of whatever follows), cut to 600; the last row's store lands 424
+    elements past the end of the output. (The margins here keep those accesses inside our
+    buffers: on a tight allocation they would corrupt the process's heap.)"""
+    from fixtures.softmax_wrong import softmax_nomask
+
+    m, n, block, margin = 5, 600, 1024, 1024
+    xbuf = make_inputs(1, m * n + margin, torch.float32, "cpu", seed=12).flatten()
+    ybuf = torch.full((m * n + margin,), float("nan"))
+    x, y = xbuf[: m * n].view(m, n), ybuf[: m * n].view(m, n)
+    softmax_nomask(x, y)
+    for r in range(m):
+        window = xbuf[r * n : r * n + block]  # what program r actually loaded
+        torch.testing.assert_close(y[r], torch.softmax(window, 0)[:n], atol=1e-12, rtol=1e-5)
+    last = torch.softmax(xbuf[(m - 1) * n : (m - 1) * n + block], 0)
+    torch.testing.assert_close(ybuf[m * n : m * n + block - n], last[n:], atol=1e-12, rtol=1e-5)
+    assert torch.isnan(ybuf[m * n + block - n :]).all()  # and nothing beyond the window
+    # The checker rejects it too, as it does on the GPU.
+    xs = make_inputs(16, n, torch.float32, "cpu", seed=13)
+    result = run_checked(softmax_nomask, [xs], reference(xs), tolerances=TOLERANCES)
+    assert result.wrote_outside and result.mismatches > 0, result.message
+
+
+# --- the lab, on a CPU ----------------------------------------------------------------------
+
+
+@pytest.mark.skipif(HAS_GPU, reason="on a GPU the lab measures; nox -s labs runs it there")
+def test_lab_checks_then_exits_2_without_gpu(tmp_path: Path) -> None:
+    """labs/01_softmax.py on a CPU: its checks run in Triton's interpreter, then it exits with 2
+    ("no GPU") before timing, leaving labs/results/ untouched."""
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, TRITON_INTERPRET="1", MINIKERNEL_RESULTS_DIR=str(tmp_path))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root / "src"), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, str(root / "labs" / "01_softmax.py")],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "all correct" in proc.stdout
+    assert not any(tmp_path.iterdir())
