@@ -7,6 +7,7 @@ from minikernel import minigpt
 from minikernel.kernels.add_bias import add_bias
 from minikernel.kernels.attention import attention
 from minikernel.kernels.matmul import matmul
+from minikernel.kernels.softmax import softmax
 from minikernel.kernels.transpose import copy2d, transpose
 from minikernel.kernels.vector_add import vector_add
 
@@ -18,6 +19,7 @@ __all__ = [
     "copy2d",
     "matmul",
     "minigpt",
+    "softmax",
     "transpose",
     "vector_add",
 ]

@@ -107,11 +107,12 @@ class Lab:
         max_rel_err: float | None = None,
         ceiling: str | None = None,
         graph: bool | None = None,
+        rep_ms: float = 100.0,
         **extra: Any,
     ) -> dict[str, Any]:
         """Time ``run`` and append a record. GB/s from ``bytes``, TFLOP/s from ``flops``;
         ``frac_of_ceiling`` against the copy ceiling (memory-bound) or ``ceiling``."""
-        t = time_gpu(run, graph=graph)
+        t = time_gpu(run, graph=graph, rep_ms=rep_ms)
         seconds = t.median_us * 1e-6
         gbps = bytes / seconds / 1e9 if bytes is not None else None
         tflops = flops / seconds / 1e12 if flops is not None else None

@@ -108,10 +108,11 @@ def source_text(path: Path) -> str:
 
 
 def sources_digest(path: Path) -> str:
-    """sha256 of a .cu file and every header in CUDA_DIR it may include."""
+    """sha256 of a .cu file and every header it may include (CUDA_DIR's and its own folder's)."""
     h = hashlib.sha256()
     h.update(Path(path).read_bytes())
-    for header in sorted(CUDA_DIR.glob("*.cuh")):
+    headers = {*CUDA_DIR.glob("*.cuh"), *Path(path).resolve().parent.glob("*.cuh")}
+    for header in sorted(headers):
         h.update(header.name.encode())
         h.update(header.read_bytes())
     return h.hexdigest()
