@@ -11,6 +11,10 @@ relative to the ``base`` written in each page's ``__config``; this module
   (default language) and ``<lang>/search/search_index.json`` (locations made relative to
   ``<lang>/``), each with its own lunr language.
 
+Language switcher: with no ``site_url``, mkdocs-static-i18n links the home pages to ``/`` and
+``/es/``, which break when the site is served under a sub-path (a GitHub Pages project site);
+such links are made relative, from the page's own ``base``.
+
 Language alternates: Material reads every ``<link rel="alternate" hreflang>`` of a page as the
 root of a language and fetches ``<href>/sitemap.xml`` from it; mkdocs-static-i18n points them
 at the same page in each language, so every page made one failed request per language. They
@@ -40,6 +44,7 @@ from mkdocs.plugins import event_priority
 
 CONFIG_RE = re.compile(r'(<script id="__config" type="application/json">)(.*?)(</script>)', re.S)
 EMPTY_SCRIPT = re.compile(r'<script src="">\s*</script>')
+SWITCH_ABS = re.compile(r'(<a href=")(/[^"]*)(" hreflang="[^"]*" class="md-select__link")')
 ALTERNATE = re.compile(r'<link rel="alternate" href="[^"]*" hreflang="[^"]*">\s*')
 IPYNB_LINK = re.compile(r'<a href="([^"#?]+\.ipynb)"(?![^>]*\bdownload\b)')
 
@@ -83,9 +88,19 @@ def localize_base(html: str, locale: str) -> str:
     return html[: m.start(2)] + _tojson(cfg) + html[m.end(2) :]
 
 
+def relative_switcher(html: str) -> str:
+    """Root-absolute language-switcher links (``/es/``) made relative to the page."""
+    m = CONFIG_RE.search(html)
+    if m is None or not SWITCH_ABS.search(html):
+        return html
+    base = json.loads(m.group(2))["base"].rstrip("/") or "."
+    return SWITCH_ABS.sub(lambda s: f"{s[1]}{base}/{s[2].lstrip('/')}{s[3]}", html)
+
+
 def on_post_page(output: str, page: Any, config: Any) -> str:
     default, others = _languages(config)
     locale = getattr(page.file, "locale", None)
+    output = relative_switcher(output)
     if locale in others:
         output = localize_base(output, locale)
     output = ALTERNATE.sub("", output)

@@ -6,8 +6,11 @@ every language, so it also sees what the theme and the plugins add: the language
 files and ``.ipynb`` downloads the pages link to, assets, and the anchors of all of them.
 
 A link is internal when it has no scheme and no host. It is broken when the file it names is
-not in the site (a folder means its ``index.html``) or when its ``#fragment`` names no ``id``
-(or ``<a name>``) in the HTML page it points to. External links are counted, not followed: the
+not in the site (a folder means its ``index.html``), when its ``#fragment`` names no ``id``
+(or ``<a name>``) in the HTML page it points to, or when it starts with ``/``: such a link
+only works when the site is served at the root of its host, not under a sub-path as a GitHub
+Pages project site is (404.html is exempt: MkDocs writes it with root-absolute URLs when
+``site_url`` is empty, because it is served at any depth). External links are counted, not followed: the
 site must work offline, and the browser tests check that no page *loads* anything from outside.
 """
 
@@ -130,6 +133,9 @@ def check_site(site: Path) -> Report:
                 continue
             parts = urlsplit(url)
             report.links += 1
+            if parts.path.startswith("/") and rel != "404.html":
+                report.broken.append(Broken(rel, url, "root-absolute: breaks under a sub-path"))
+                continue
             frag = unquote(parts.fragment)
             if not parts.path:  # "#anchor": this page
                 target_rel, target = rel, site / rel
