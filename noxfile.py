@@ -28,7 +28,9 @@ def _install_cpu(session: nox.Session, *groups: str) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the test suite on the CPU (Triton interpreter, NVRTC compile checks, site build)."""
+    """Run the test suite on the CPU (Triton interpreter, NVRTC compile checks, site build, and
+    the browser tests, which need Chromium: `apt-get install chromium`; skipped without it
+    outside CI)."""
     _install_cpu(session, "tests", "docs")
     session.run("pytest", *session.posargs)
 
@@ -43,9 +45,16 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the site in English and Spanish with --strict, from the committed results."""
+    """Build the site in English and Spanish with --strict, from the committed results, then
+    check every internal link and anchor of the built HTML (language switcher included)."""
     _install_cpu(session, "docs")
-    session.run("mkdocs", "build", "--strict", *session.posargs)
+    args = list(session.posargs)
+    site = "site"
+    for flag in ("-d", "--site-dir"):
+        if flag in args[:-1]:
+            site = args[args.index(flag) + 1]
+    session.run("mkdocs", "build", "--strict", *args, env={"NO_MKDOCS_2_WARNING": "1"})
+    session.run("python", "-m", "minikernel.site.linkcheck", site)
 
 
 @nox.session(default=False)

@@ -2,42 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["site_fixtures"]  # built_site: one build per session, shared with other modules
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 pytestmark = pytest.mark.site
-
-
-def _mkdocs(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "mkdocs", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
-@pytest.fixture(scope="session")
-def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("site")
-    proc = _mkdocs("build", "--strict", "--site-dir", str(out))
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-6000:]
-    warnings = [ln for ln in log.splitlines() if ln.startswith("WARNING")]
-    assert not warnings, "\n".join(warnings)
-    return out
 
 
 def english_pages() -> list[Path]:
@@ -111,7 +86,7 @@ def test_lab_notebook_renders_as_a_notebook_and_downloads(built_site: Path, lang
     assert '"lang"' not in ipynb.read_text(), "language tags leaked into the download"
 
 
-def test_a_missing_record_fails_the_build(tmp_path: Path) -> None:
+def test_a_missing_record_fails_the_build(tmp_path: Path, run_mkdocs) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "index.md").write_text(
         textwrap.dedent("""\
@@ -133,6 +108,6 @@ def test_a_missing_record_fails_the_build(tmp_path: Path) -> None:
               on_undefined: strict
         """)
     )
-    proc = _mkdocs("build", "--strict", cwd=tmp_path)
+    proc = run_mkdocs("build", "--strict", cwd=tmp_path)
     assert proc.returncode != 0
     assert "cuda:99" in proc.stdout + proc.stderr

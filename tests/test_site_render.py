@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 from pathlib import Path
 
@@ -10,9 +11,12 @@ import pytest
 import torch
 from test_results import minimal_results
 
+from minikernel.bench.results import RESULTS_DIR
 from minikernel.kernels.vector_add import VARIANTS, vector_add
 from minikernel.site import fmt, render, svgplot
 from minikernel.site.data import MissingResult, ResultsFile, is_stale, one
+
+pytest_plugins = ["site_fixtures"]  # run_mkdocs
 
 
 def results_file(slug: str = "test-gpu", **changes) -> ResultsFile:  # type: ignore[no-untyped-def]
@@ -151,3 +155,160 @@ def test_grid_table_pivots_two_fields() -> None:
     )
     assert md.splitlines()[0] == "| block_size ↓ num_warps → | 1 | 2 | 4 |"
     assert "**2.00\u202fµs**" in md and "**4.00" not in md and "**3.00" not in md  # ties bold
+
+
+# --- commit links -----------------------------------------------------------------------------
+
+
+def test_commit_links_only_when_the_site_names_a_repository() -> None:
+    f = results_file()
+    sel = {"impl": "cuda:1", "shape": [1024]}
+    for html in (render.provenance(f, "en", "r.json"), render.figure(f, sel, "GBps", "en", "r")):
+        assert "/commit/" not in html
+    repo = "https://example.org/minikernel/"
+    prov = render.provenance(f, "en", "r.json", repo_url=repo)
+    assert '<a class="mk-commit" href="https://example.org/minikernel/commit/0000000">' in prov
+    fig = render.figure(f, sel, "GBps", "es", "r.json", repo_url=repo)
+    assert 'href="https://example.org/minikernel/commit/0000000"' in fig
+    assert 'href="r.json"' in fig and "Test GPU, 2026-01-01" in fig  # GPU and date, linked
+    assert render.commit_url(repo, "not-a-sha") is None
+
+
+def test_inline_numbers_carry_provenance_and_staleness() -> None:
+    f = results_file()
+    html = render.inline(f, "1.5×", "en", "r.json", stale=True)
+    assert html.startswith('<span class="mk-figure">1.5×<sup class="mk-prov">')
+    assert ">stale<" in html
+    assert render.any_stale(f, {"impl": "triton:1"}) is False
+    one(f, impl="triton:1", shape=[4096])["source_hash"] = "sha256:" + "1" * 64
+    assert render.any_stale(f, {"impl": "cuda:1"}, {"impl": "triton:1"}) is True
+
+
+# --- the flags in a built page ----------------------------------------------------------------
+
+FRESH = {"impl": "triton:1", "shape": [268435456], "dtype": "float32"}
+CHANGED = {"impl": "cuda:2", "shape": [268435456], "dtype": "float32"}  # also has an ncu excerpt
+
+PAGE = """\
+---
+render_macros: true
+---
+# Flags
+
+<div id="fresh" markdown>{{ figure("vector_add", %(fresh)s) }}</div>
+
+<div id="changed" markdown>{{ figure("vector_add", %(changed)s) }}</div>
+
+<div id="speedup" markdown>
+{{ speedup("vector_add", fast=%(fresh)s, slow=%(changed)s, at_least=0) }}
+</div>
+
+<div id="table" markdown>
+
+{{ results_table("vector_add", dtype="float32", impls=["triton:1", "cuda:2"]) }}
+
+</div>
+
+<div id="plot" markdown>
+{{ results_plot("vector_add", title="t", x_label="n", dtype="float32",
+                impls=["triton:1", "cuda:2"]) }}
+</div>
+
+<div id="ncu" markdown>
+
+{{ ncu("vector_add", "cuda:2") }}
+
+</div>
+"""
+
+OTHER_GPU_PAGE = """\
+---
+render_macros: true
+results_gpu: rtx-5090
+---
+# Another GPU
+
+<div id="other" markdown>{{ figure("vector_add", %(fresh)s) }}</div>
+"""
+
+MINI_SITE = """\
+site_name: flags
+extra:
+  results_gpu: h200
+  results_dir: results
+  repo_url: https://example.org/minikernel
+markdown_extensions: [md_in_html, tables]
+plugins:
+  - macros:
+      modules: [minikernel.site.macros]
+      render_by_default: false
+      on_error_fail: true
+      on_undefined: strict
+"""
+
+
+def _section(html: str, div_id: str) -> str:
+    """The HTML from ``<div id=div_id>`` to the next such div (or the end of the article)."""
+    start = html.index(f'<div id="{div_id}">')
+    nxt = html.find('<div id="', start + 1)
+    return html[start : nxt if nxt != -1 else None]
+
+
+@pytest.fixture(scope="module")
+def flagged_site(tmp_path_factory: pytest.TempPathFactory, run_mkdocs) -> Path:  # type: ignore[no-untyped-def]
+    """A small site built from a copy of the H200 results in which every hash is refreshed to
+    the source as it is now, except the record ``CHANGED``, whose hash is changed: as if its
+    kernel had been edited after the lab ran. The same file also sits in a folder named for
+    another GPU (rtx-5090), which a second page names."""
+    root = tmp_path_factory.mktemp("flags")
+    data = json.loads((RESULTS_DIR / "h200" / "vector_add.json").read_text())
+    for rec in data["records"]:
+        if rec["impl"] in VARIANTS:
+            rec["source_hash"] = VARIANTS[rec["impl"]].source_hash()
+    one(ResultsFile("vector_add", "h200", Path("x"), data), **CHANGED)["source_hash"] = (
+        "sha256:" + "0" * 64
+    )
+    for slug in ("h200", "rtx-5090"):
+        (root / "results" / slug).mkdir(parents=True)
+        (root / "results" / slug / "vector_add.json").write_text(json.dumps(data))
+    docs = root / "docs"
+    docs.mkdir()
+    (docs / "results").symlink_to(root / "results", target_is_directory=True)
+    sels = {"fresh": repr(FRESH), "changed": repr(CHANGED)}
+    (docs / "index.md").write_text(PAGE % sels)
+    (docs / "other.md").write_text(OTHER_GPU_PAGE % sels)
+    (root / "mkdocs.yml").write_text(MINI_SITE)
+    proc = run_mkdocs("build", "--strict", cwd=root)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return root / "site"
+
+
+@pytest.mark.site
+def test_changed_hash_flags_every_number_from_that_record(flagged_site: Path) -> None:
+    html = (flagged_site / "index.html").read_text()
+    stale = 'class="mk-stale" title="The source of this kernel has changed'
+    assert stale not in _section(html, "fresh")
+    assert stale in _section(html, "changed")
+    assert stale in _section(html, "speedup")  # computed from the changed record
+    table = _section(html, "table")
+    assert "†" in table and "mk-stale-note" in table
+    assert "CUDA C 2 (stale)" in _section(html, "plot") and "Triton 1 (stale)" not in html
+    assert stale in _section(html, "ncu")  # the excerpt was taken with the changed kernel
+
+
+@pytest.mark.site
+def test_every_number_links_to_its_results_file_and_commit(flagged_site: Path) -> None:
+    html = (flagged_site / "index.html").read_text()
+    for div in ("fresh", "changed", "speedup", "table", "plot", "ncu"):
+        part = _section(html, div)
+        assert re.search(r'href="(\./)?results/h200/vector_add\.json"', part), div
+        assert "https://example.org/minikernel/commit/" in part, div
+        assert "H200" in part and re.search(r"20\d\d-\d\d-\d\d", part), div
+    assert (flagged_site / "results" / "h200" / "vector_add.json").is_file()
+
+
+@pytest.mark.site
+def test_figure_from_another_gpu_than_the_page_names_is_flagged(flagged_site: Path) -> None:
+    html = (flagged_site / "other" / "index.html").read_text()
+    assert "measured on NVIDIA H200, not on the rtx-5090 this page names" in html
+    assert "not on the" not in (flagged_site / "index.html").read_text()

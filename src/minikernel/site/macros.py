@@ -19,7 +19,15 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by design
-    default_gpu = env.conf.get("extra", {}).get("results_gpu", "h200")
+    extra = env.conf.get("extra", {}) or {}
+    default_gpu = extra.get("results_gpu", "h200")
+    # extra.repo_url: when set, commits link to <repo_url>/commit/<sha> (empty: unlinked).
+    repo_url = (extra.get("repo_url") or "").strip()
+    # extra.results_dir: where the results files are read from (relative to mkdocs.yml); the
+    # tests point it at a modified copy. Default: labs/results of this checkout.
+    results_root = data.RESULTS_DIR
+    if extra.get("results_dir"):
+        results_root = (Path(env.conf["config_file_path"]).parent / extra["results_dir"]).resolve()
     generate(ROOT / "labs", Path(env.conf["docs_dir"]))
     data.current_hash.cache_clear()
 
@@ -40,45 +48,105 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
 
     def load(op: str, gpu: str | None) -> data.ResultsFile:
         slug = gpu_of(gpu)
-        return data.results_file(op, slug)
+        return data.results_file(op, slug, results_root)
+
+    def inline(f: data.ResultsFile, text: str, *sels: dict) -> str:
+        """A number with its provenance; stale when a record it was computed from is."""
+        return render.inline(
+            f, text, lang(), href(f.op, f.slug), stale=render.any_stale(f, *sels), repo_url=repo_url
+        )
 
     @env.macro
-    def results_table(op: str, field: str = "GBps", impls: list[str] | None = None,
-                      dtype: str | None = None, pass_: str | None = None,
-                      shapes: list[list] | None = None, best: str | None = "max",
-                      gpu: str | None = None, where: dict | None = None) -> str:
+    def results_table(
+        op: str,
+        field: str = "GBps",
+        impls: list[str] | None = None,
+        dtype: str | None = None,
+        pass_: str | None = None,
+        shapes: list[list] | None = None,
+        best: str | None = "max",
+        gpu: str | None = None,
+        where: dict | None = None,
+    ) -> str:
         """Pivot table: shapes down, implementations across, ``field`` in the cells."""
         f = load(op, gpu)
-        return render.pivot_table(f, field=field, lang=lang(), href=href(op, f.slug),
-                                  impls=impls, dtype=dtype, pass_=pass_, shapes=shapes,
-                                  best=best, extra=where)
+        return render.pivot_table(
+            f,
+            field=field,
+            lang=lang(),
+            href=href(op, f.slug),
+            impls=impls,
+            dtype=dtype,
+            pass_=pass_,
+            shapes=shapes,
+            best=best,
+            extra=where,
+            repo_url=repo_url,
+        )
 
     @env.macro
-    def results_grid(op: str, rows: str, cols: str, field: str = "GBps",
-                     where: dict | None = None, best: str | None = "max",
-                     gpu: str | None = None) -> str:
+    def results_grid(
+        op: str,
+        rows: str,
+        cols: str,
+        field: str = "GBps",
+        where: dict | None = None,
+        best: str | None = "max",
+        gpu: str | None = None,
+    ) -> str:
         """Two record fields as axes (e.g. block_size x num_warps), ``field`` in the cells."""
         f = load(op, gpu)
-        return render.grid_table(f, rows=rows, cols=cols, field=field, lang=lang(),
-                                 href=href(op, f.slug), where=where, best=best)
+        return render.grid_table(
+            f,
+            rows=rows,
+            cols=cols,
+            field=field,
+            lang=lang(),
+            href=href(op, f.slug),
+            where=where,
+            best=best,
+            repo_url=repo_url,
+        )
 
     @env.macro
-    def results_plot(op: str, title: str, x_label: str, field: str = "GBps", x: str = "n",
-                     impls: list[str] | None = None, dtype: str | None = None,
-                     pass_: str | None = None, ceiling: str | None = "copy_GBps",
-                     gpu: str | None = None, where: dict | None = None,
-                     log_y: bool = False) -> str:
+    def results_plot(
+        op: str,
+        title: str,
+        x_label: str,
+        field: str = "GBps",
+        x: str = "n",
+        impls: list[str] | None = None,
+        dtype: str | None = None,
+        pass_: str | None = None,
+        ceiling: str | None = "copy_GBps",
+        gpu: str | None = None,
+        where: dict | None = None,
+        log_y: bool = False,
+    ) -> str:
         """An inline SVG line plot of ``field`` against a shape dimension, with the ceiling."""
         f = load(op, gpu)
-        return render.line_plot(f, lang=lang(), href=href(op, f.slug), title=title,
-                                x_label=x_label, field=field, x=x, impls=impls, dtype=dtype,
-                                pass_=pass_, ceiling=ceiling, extra=where, log_y=log_y)
+        return render.line_plot(
+            f,
+            lang=lang(),
+            href=href(op, f.slug),
+            title=title,
+            x_label=x_label,
+            field=field,
+            x=x,
+            impls=impls,
+            dtype=dtype,
+            pass_=pass_,
+            ceiling=ceiling,
+            extra=where,
+            log_y=log_y,
+            repo_url=repo_url,
+        )
 
     @env.macro
     def figure(op: str, sel: dict, field: str = "GBps", gpu: str | None = None) -> str:
         """One measured value, inline, with its provenance."""
         f = load(op, gpu)
-        return render.figure(f, sel, field, lang(), href(op, f.slug))
+        return render.figure(f, sel, field, lang(), href(op, f.slug), repo_url)
 
     @env.macro
     def value(op: str, sel: dict, field: str = "GBps", gpu: str | None = None) -> str:
@@ -88,25 +156,28 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         return render.format_value(field, rec.get(field), lang())
 
     @env.macro
-    def ratio(op: str, num: dict, den: dict, field: str = "median_us",
-              gpu: str | None = None) -> str:
+    def ratio(
+        op: str, num: dict, den: dict, field: str = "median_us", gpu: str | None = None
+    ) -> str:
         """num[field] / den[field], e.g. a slowdown or a speed-up, as "1.23×"."""
         f = load(op, gpu)
-        return render.fmt.ratio(render.ratio_value(f, num, den, field), lang())
+        return inline(f, render.fmt.ratio(render.ratio_value(f, num, den, field), lang()), num, den)
 
     @env.macro
-    def speedup(op: str, fast: dict, slow: dict, at_least: float = 1.0,
-                gpu: str | None = None) -> str:
+    def speedup(
+        op: str, fast: dict, slow: dict, at_least: float = 1.0, gpu: str | None = None
+    ) -> str:
         """time(slow) / time(fast) as "1.23×"; fails the build if it is below ``at_least``."""
-        r = render.speedup(load(op, gpu), fast, slow, at_least)
-        return render.fmt.ratio(r, lang())
+        f = load(op, gpu)
+        r = render.speedup(f, fast, slow, at_least)
+        return inline(f, render.fmt.ratio(r, lang()), fast, slow)
 
     @env.macro
-    def at_least(op: str, sel: dict, field: str, threshold: float,
-                 gpu: str | None = None) -> str:
+    def at_least(op: str, sel: dict, field: str, threshold: float, gpu: str | None = None) -> str:
         """The value of ``field`` (formatted); fails the build if it is below ``threshold``."""
-        v = render.check_at_least(load(op, gpu), sel, field, threshold)
-        return render.format_value(field, v, lang())
+        f = load(op, gpu)
+        v = render.check_at_least(f, sel, field, threshold)
+        return inline(f, render.format_value(field, v, lang()), sel)
 
     @env.macro
     def predict_us(op: str, nbytes: int, name: str = "copy_GBps", gpu: str | None = None) -> str:
@@ -114,43 +185,57 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         kernel's own numbers are read."""
         f = load(op, gpu)
         us = nbytes / (f.data["ceilings"][name] * 1e9) * 1e6
-        return render.format_value("median_us", us, lang())
+        return inline(f, render.format_value("median_us", us, lang()))
 
     @env.macro
     def ceiling(op: str, name: str = "copy_GBps", gpu: str | None = None) -> str:
         f = load(op, gpu)
         v = f.data["ceilings"][name]
-        return render.format_value("GBps" if name.endswith("GBps") else "TFLOPs", v, lang())
+        return inline(
+            f, render.format_value("GBps" if name.endswith("GBps") else "TFLOPs", v, lang())
+        )
 
     @env.macro
-    def ncu(op: str, impl: str, shape: list | None = None, dtype: str | None = None,
-            gpu: str | None = None) -> str:
+    def ncu(
+        op: str,
+        impl: str,
+        shape: list | None = None,
+        dtype: str | None = None,
+        gpu: str | None = None,
+    ) -> str:
         """The fixed-metric Nsight Compute excerpt recorded for ``impl``."""
         f = load(op, gpu)
-        return render.ncu_excerpt(f, impl, lang(), href(op, f.slug), shape, dtype)
+        return render.ncu_excerpt(f, impl, lang(), href(op, f.slug), shape, dtype, repo_url)
 
     @env.macro
-    def ncu_metric(op: str, impl: str, metric: str, shape: list | None = None,
-                   gpu: str | None = None) -> str:
+    def ncu_metric(
+        op: str, impl: str, metric: str, shape: list | None = None, gpu: str | None = None
+    ) -> str:
         """One metric of an ncu excerpt (bytes, percentages), formatted."""
         f = load(op, gpu)
-        found = [n for n in f.data.get("ncu", []) if n["impl"] == impl
-                 and (shape is None or list(n["shape"]) == list(shape))]
+        found = [
+            n
+            for n in f.data.get("ncu", [])
+            if n["impl"] == impl and (shape is None or list(n["shape"]) == list(shape))
+        ]
         if len(found) != 1:
             raise render.ClaimFailed(f"{op}: no single ncu excerpt for {impl}")
-        v = found[0]["metrics"][metric]
+        n = found[0]
+        v = n["metrics"][metric]
         if metric.endswith("_pct"):
-            return render.fmt.percent(v / 100, lang())
-        if "bytes" in metric:
-            return render.fmt.bytes_(v, lang())
-        return render.format_value(metric, v, lang())
+            text = render.fmt.percent(v / 100, lang())
+        elif "bytes" in metric:
+            text = render.fmt.bytes_(v, lang())
+        else:
+            text = render.format_value(metric, v, lang())
+        return inline(f, text, {"impl": impl, "shape": n["shape"], "dtype": n["dtype"]})
 
     @env.macro
     def compile_times(op: str, gpu: str | None = None) -> str:
         f = load(op, gpu)
-        return render.compile_times_table(f, lang(), href(op, f.slug))
+        return render.compile_times_table(f, lang(), href(op, f.slug), repo_url)
 
     @env.macro
     def provenance(op: str, gpu: str | None = None) -> str:
         f = load(op, gpu)
-        return render.provenance(f, lang(), href(op, f.slug))
+        return render.provenance(f, lang(), href(op, f.slug), repo_url)

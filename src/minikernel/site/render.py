@@ -6,6 +6,7 @@ provenance (GPU, date, commit, versions, a link to the results file) and flags s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from html import escape
 from typing import Any
@@ -107,29 +108,51 @@ def is_peer(impl: str) -> bool:
 # --- provenance ------------------------------------------------------------------------------
 
 
-def provenance(f: ResultsFile, lang: str, href: str) -> str:
-    """One line of HTML: GPU, date, commit, versions, and a link to the results file."""
+def commit_url(repo_url: str, commit: str) -> str | None:
+    """``<repo_url>/commit/<sha>``, or None when the site names no repository (``extra.repo_url``
+    is empty) or the commit is not a hexadecimal SHA."""
+    if not repo_url or not re.fullmatch(r"[0-9a-f]{7,40}", commit or ""):
+        return None
+    return f"{repo_url.rstrip('/')}/commit/{commit}"
+
+
+def commit_html(env: dict[str, Any], repo_url: str = "") -> str:
+    code = f"<code>{escape(env['commit'])}</code>"
+    url = commit_url(repo_url, env["commit"])
+    return f'<a class="mk-commit" href="{escape(url)}">{code}</a>' if url else code
+
+
+def other_gpu_warning(f: ResultsFile, lang: str) -> str:
+    """A flag when the file a page reads was measured on another GPU than the one it names."""
+    if not f.measured_on_other_gpu:
+        return ""
+    return (
+        f' <span class="mk-stale" data-flag="other-gpu">'
+        f"{escape(t(lang, 'other_gpu', gpu=f.env['gpu'], slug=f.slug))}</span>"
+    )
+
+
+def provenance(f: ResultsFile, lang: str, href: str, repo_url: str = "") -> str:
+    """One line of HTML: GPU, date, commit (linked when ``repo_url`` is set), versions, and a
+    link to the results file."""
     env = f.env
     text = t(
         lang,
         "measured",
         gpu=escape(env["gpu"]),
         date=env["date"][:10],
-        commit=f"<code>{escape(env['commit'])}</code>",
+        commit=commit_html(env, repo_url),
         dirty=t(lang, "dirty") if env.get("dirty") else "",
     )
-    versions = t(lang, "versions", **{k: escape(str(env.get(k, "?"))) for k in
-                                      ("driver", "cuda", "torch", "triton")})
-    warn = ""
-    if f.measured_on_other_gpu:
-        warn = (
-            f' <span class="mk-stale">'
-            f"{escape(t(lang, 'other_gpu', gpu=env['gpu'], slug=f.slug))}</span>"
-        )
+    versions = t(
+        lang,
+        "versions",
+        **{k: escape(str(env.get(k, "?"))) for k in ("driver", "cuda", "torch", "triton")},
+    )
     return (
         f'<p class="mk-provenance">{text} ({versions}). '
         f'<a href="{escape(href)}">{t(lang, "file")}: {escape(f.slug)}/{escape(f.path.name)}</a>'
-        f"{warn}</p>"
+        f"{other_gpu_warning(f, lang)}</p>"
     )
 
 
@@ -168,24 +191,47 @@ def format_value(field: str, value: Any, lang: str) -> str:
     return escape(str(value))
 
 
-def figure(f: ResultsFile, sel: dict[str, Any], field: str, lang: str, href: str) -> str:
-    """One measured value, inline, with a superscript link to its provenance."""
-    rec = one(f, **sel)
-    value = format_value(field, rec.get(field), lang)
+def inline(
+    f: ResultsFile,
+    value_html: str,
+    lang: str,
+    href: str,
+    *,
+    stale: bool = False,
+    repo_url: str = "",
+) -> str:
+    """A number in running text with its provenance as a superscript: GPU and date linking to
+    the results file, the commit (linked when ``repo_url`` is set; in the tooltip always), a
+    stale badge when ``stale``, and a flag when the file was measured on another GPU."""
     env = f.env
     title = (
         f"{env['gpu']} · {env['date'][:10]} · commit {env['commit']} · "
         f"PyTorch {env['torch']} · Triton {env['triton']}"
     )
-    badge = f" {stale_badge(f.op, lang)}" if is_stale(f.op, rec) else ""
-    other = f" {escape(t(lang, 'other_gpu', gpu=env['gpu'], slug=f.slug))}" if (
-        f.measured_on_other_gpu
-    ) else ""
-    return (
-        f'<span class="mk-figure">{value}<sup class="mk-prov"><a href="{escape(href)}" '
-        f'title="{escape(title)}">{escape(env["gpu"].replace("NVIDIA ", ""))}, '
-        f"{env['date'][:10]}</a></sup>{badge}{other}</span>"
+    url = commit_url(repo_url, env["commit"])
+    commit = (
+        f', <a class="mk-commit" href="{escape(url)}">{escape(env["commit"])}</a>' if url else ""
     )
+    badge = f" {stale_badge(f.op, lang)}" if stale else ""
+    return (
+        f'<span class="mk-figure">{value_html}<sup class="mk-prov"><a href="{escape(href)}" '
+        f'title="{escape(title)}">{escape(env["gpu"].replace("NVIDIA ", ""))}, '
+        f"{env['date'][:10]}</a>{commit}</sup>{badge}{other_gpu_warning(f, lang)}</span>"
+    )
+
+
+def any_stale(f: ResultsFile, *sels: dict[str, Any]) -> bool:
+    """Whether any record matching one of ``sels`` measured a source that has changed since."""
+    return any(is_stale(f.op, r) for sel in sels for r in select(f, **sel))
+
+
+def figure(
+    f: ResultsFile, sel: dict[str, Any], field: str, lang: str, href: str, repo_url: str = ""
+) -> str:
+    """One measured value, inline, with a superscript link to its provenance."""
+    rec = one(f, **sel)
+    value = format_value(field, rec.get(field), lang)
+    return inline(f, value, lang, href, stale=is_stale(f.op, rec), repo_url=repo_url)
 
 
 def ratio_value(f: ResultsFile, num: dict[str, Any], den: dict[str, Any], field: str) -> float:
@@ -235,6 +281,7 @@ def pivot_table(
     shapes: Iterable[list] | None = None,
     best: str | None = "max",
     extra: dict[str, Any] | None = None,
+    repo_url: str = "",
 ) -> str:
     """Rows: shapes; columns: implementations; cells: ``field``. The best cell of each row is
     bold (``best='max'`` or ``'min'``); stale cells carry a dagger."""
@@ -242,8 +289,12 @@ def pivot_table(
     if not recs:
         raise ClaimFailed(f"{f.path.name}: no records for dtype={dtype} pass={pass_} {extra}")
     impl_list = list(impls) if impls else list(dict.fromkeys(r["impl"] for r in recs))
-    shape_list = [tuple(s) for s in shapes] if shapes else sorted(
-        dict.fromkeys(_shape_key(r) for r in recs), key=lambda s: [str(x).zfill(12) for x in s]
+    shape_list = (
+        [tuple(s) for s in shapes]
+        if shapes
+        else sorted(
+            dict.fromkeys(_shape_key(r) for r in recs), key=lambda s: [str(x).zfill(12) for x in s]
+        )
     )
     by = {(_shape_key(r), r["impl"]): r for r in recs}
     missing = [i for i in impl_list if not any(k[1] == i for k in by)]
@@ -270,7 +321,7 @@ def pivot_table(
     out = "\n".join(lines) + "\n\n"
     if any_stale:
         out += f'<p class="mk-stale-note">{t(lang, "stale_note")}</p>\n'
-    return out + provenance(f, lang, href) + "\n"
+    return out + provenance(f, lang, href, repo_url) + "\n"
 
 
 def grid_table(
@@ -283,6 +334,7 @@ def grid_table(
     href: str,
     where: dict[str, Any] | None = None,
     best: str | None = "max",
+    repo_url: str = "",
 ) -> str:
     """Two record fields as the axes (e.g. block_size down, num_warps across), ``field`` in
     the cells; the best cell of the whole grid in bold."""
@@ -294,8 +346,10 @@ def grid_table(
     by = {(r[rows], r[cols]): r for r in recs}
     present = [r[field] for r in recs if r.get(field) is not None]
     winner = (max if best == "max" else min)(present) if (best and present) else None
-    lines = [f"| {escape(rows)} ↓ {escape(cols)} → | " + " | ".join(str(c) for c in col_vals)
-             + " |", "|---|" + "--:|" * len(col_vals)]
+    lines = [
+        f"| {escape(rows)} ↓ {escape(cols)} → | " + " | ".join(str(c) for c in col_vals) + " |",
+        "|---|" + "--:|" * len(col_vals),
+    ]
     any_stale = False
     for rv in row_vals:
         cells = []
@@ -313,15 +367,20 @@ def grid_table(
     out = "\n".join(lines) + "\n\n"
     if any_stale:
         out += f'<p class="mk-stale-note">{t(lang, "stale_note")}</p>\n'
-    return out + provenance(f, lang, href) + "\n"
+    return out + provenance(f, lang, href, repo_url) + "\n"
 
 
-def compile_times_table(f: ResultsFile, lang: str, href: str) -> str:
+def compile_times_table(f: ResultsFile, lang: str, href: str, repo_url: str = "") -> str:
+    """How long each way of building the op's CUDA C took; stale when a CUDA C rung changed."""
     ct = f.data.get("compile_times")
     if not ct:
         raise ClaimFailed(f"{f.path.name}: no compile_times block")
-    rows = [("nvrtc_cold_s", "nvrtc_cold"), ("nvrtc_s", "nvrtc"), ("nvcc_s", "nvcc"),
-            ("load_inline_s", "load_inline")]
+    rows = [
+        ("nvrtc_cold_s", "nvrtc_cold"),
+        ("nvrtc_s", "nvrtc"),
+        ("nvcc_s", "nvcc"),
+        ("load_inline_s", "load_inline"),
+    ]
     lines = [f"| {t(lang, 'way')} | {t(lang, 'time')} |", "|---|--:|"]
     for key, label in rows:
         if key not in ct or ct[key] is None:
@@ -330,7 +389,9 @@ def compile_times_table(f: ResultsFile, lang: str, href: str) -> str:
         cell = fmt.seconds(v, lang) if isinstance(v, int | float) else escape(str(v))
         lines.append(f"| {t(lang, label)} | {cell} |")
     note = f"`{escape(ct['file'])}`, `{escape(ct['arch'])}`"
-    return "\n".join(lines) + f"\n\n{note}\n\n" + provenance(f, lang, href) + "\n"
+    if any(is_stale(f.op, r) for r in f.data["records"] if r["impl"].startswith("cuda:")):
+        note += f" {stale_badge(f.op, lang)}"
+    return "\n".join(lines) + f"\n\n{note}\n\n" + provenance(f, lang, href, repo_url) + "\n"
 
 
 # --- plots -----------------------------------------------------------------------------------
@@ -351,6 +412,7 @@ def line_plot(
     ceiling: str | None = "copy_GBps",
     extra: dict[str, Any] | None = None,
     log_y: bool = False,
+    repo_url: str = "",
 ) -> str:
     """``field`` against one shape dimension (``x``: index into shape, or 'n' for shape[0])."""
     recs = select(f, dtype=dtype, pass_=pass_, **(extra or {}))
@@ -359,8 +421,11 @@ def line_plot(
     scale = 1e-3 if field == "GBps" else 1.0  # plot TB/s
     series = []
     for impl in impl_list:
-        pts = [(float(r["shape"][axis]), r[field] * scale) for r in recs
-               if r["impl"] == impl and r.get(field) is not None]
+        pts = [
+            (float(r["shape"][axis]), r[field] * scale)
+            for r in recs
+            if r["impl"] == impl and r.get(field) is not None
+        ]
         if not pts:
             raise ClaimFailed(f"{f.path.name}: nothing to plot for {impl} ({dtype}, {field})")
         stale = any(is_stale(f.op, r) for r in recs if r["impl"] == impl)
@@ -370,32 +435,45 @@ def line_plot(
     if ceiling:
         name = t(lang, "copy") if ceiling.startswith("copy") else t(lang, "bf16_mm")
         value = f.data["ceilings"][ceiling] * (scale if ceiling.endswith("GBps") else 1)
-        shown = format_value("GBps" if ceiling.endswith("GBps") else "TFLOPs",
-                             f.data["ceilings"][ceiling], lang)
+        shown = format_value(
+            "GBps" if ceiling.endswith("GBps") else "TFLOPs", f.data["ceilings"][ceiling], lang
+        )
         hlines.append(svgplot.HLine(f"{t(lang, 'ceiling', name=name)}: {shown}", value))
     y_label = {"GBps": "TB/s", "TFLOPs": "TFLOP/s", "median_us": "µs"}.get(field, field)
-    svg = svgplot.render(
-        svgplot.Plot(title, x_label, y_label, series, hlines, log_y=log_y), lang
-    )
+    svg = svgplot.render(svgplot.Plot(title, x_label, y_label, series, hlines, log_y=log_y), lang)
     return (
         f'<figure class="mk-figure-plot">{svg}<figcaption>{escape(title)}. '
-        f"{provenance(f, lang, href)}</figcaption></figure>\n"
+        f"{provenance(f, lang, href, repo_url)}</figcaption></figure>\n"
     )
 
 
 # --- ncu -------------------------------------------------------------------------------------
 
 
-def ncu_excerpt(f: ResultsFile, impl: str, lang: str, href: str, shape=None, dtype=None) -> str:
+def ncu_excerpt(
+    f: ResultsFile, impl: str, lang: str, href: str, shape=None, dtype=None, repo_url: str = ""
+) -> str:
+    """The fixed-metric Nsight Compute excerpt of one kernel; stale when the record it was taken
+    with (same impl, shape and dtype) measured a source that has changed since."""
     found = [
-        n for n in f.data.get("ncu", [])
-        if n["impl"] == impl and (shape is None or list(n["shape"]) == list(shape))
+        n
+        for n in f.data.get("ncu", [])
+        if n["impl"] == impl
+        and (shape is None or list(n["shape"]) == list(shape))
         and (dtype is None or n["dtype"] == dtype)
     ]
     if len(found) != 1:
         raise ClaimFailed(f"{f.path.name}: expected one ncu excerpt for {impl}, found {len(found)}")
     n = found[0]
-    title = t(lang, "ncu_title", version=n["ncu_version"], impl=impl,
-              shape=fmt.shape(n["shape"], lang), dtype=n["dtype"])
+    title = t(
+        lang,
+        "ncu_title",
+        version=n["ncu_version"],
+        impl=impl,
+        shape=fmt.shape(n["shape"], lang),
+        dtype=n["dtype"],
+    )
+    if any_stale(f, {"impl": impl, "shape": n["shape"], "dtype": n["dtype"]}):
+        title += f" {stale_badge(f.op, lang)}"
     body = n["excerpt"]
-    return f"{title}\n\n```text\n{body}\n```\n\n{provenance(f, lang, href)}\n"
+    return f"{title}\n\n```text\n{body}\n```\n\n{provenance(f, lang, href, repo_url)}\n"

@@ -14,7 +14,7 @@ from html import escape
 
 # Mid-tone hues (each >= 3:1 contrast against #ffffff and against Material slate #1e2129).
 PALETTE = ["#2f7ed8", "#e8710a", "#1e9e6a", "#d6336c", "#8e5bd8", "#b08800", "#0f9bb5", "#c2410c"]
-PEER_PALETTE = ["#7a7a7a", "#a0522d", "#5f7f3f", "#7d5ba6"]
+PEER_PALETTE = ["#7a7a7a", "#b5651d", "#5f7f3f", "#8a63b8"]
 
 
 @dataclass
@@ -164,8 +164,9 @@ def render(plot: Plot, lang: str = "en") -> str:
     for s in plot.series:
         color = s.color or next(peers if s.peer else own, "#888888")
         pts = sorted(s.points)
-        d = " ".join(f"{'M' if i == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for i, (x, y) in
-                     enumerate(pts))
+        d = " ".join(
+            f"{'M' if i == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for i, (x, y) in enumerate(pts)
+        )
         dash = ' stroke-dasharray="6 4"' if s.peer else ""
         a(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="2.2"{dash}/>')
         for x, y in pts:
