@@ -104,8 +104,8 @@ class CrossEntropyFunction(torch.autograd.Function):
     With 'mean' or 'sum', the forward pass also writes the gradient (for an upstream gradient
     of 1), into a new tensor or, with ``inplace_backward``, over the logits themselves; the
     backward pass hands it over. With 'none' the gradient depends on the upstream gradient of
-    every row, so the forward pass keeps lse per row and the backward pass runs the kernel's
-    gradient half with those factors.
+    every row, so the forward pass keeps each row's log-sum-exp and the backward pass runs the
+    kernel's gradient half with those factors.
     """
 
     @staticmethod
@@ -122,7 +122,7 @@ class CrossEntropyFunction(torch.autograd.Function):
 
         t = logits.shape[0]
         loss_rows = torch.empty(t, dtype=torch.float32, device=logits.device)
-        lse = torch.empty(t, dtype=torch.float32, device=logits.device)
+        lse = torch.empty((t, 2), dtype=torch.float32, device=logits.device)
         n_valid = _n_valid(target, ignore_index)
         kw = {"ignore_index": ignore_index, "label_smoothing": label_smoothing}
         ctx.reduction, ctx.kw, ctx.inplace = reduction, kw, inplace_backward
@@ -328,7 +328,7 @@ class LinearCrossEntropyFunction(torch.autograd.Function):
     ) -> torch.Tensor:
         t = hidden.shape[0]
         loss_rows = torch.empty(t, dtype=torch.float32, device=hidden.device)
-        lse = torch.empty(t, dtype=torch.float32, device=hidden.device)
+        lse = torch.empty((t, 2), dtype=torch.float32, device=hidden.device)
         n_valid = _n_valid(target, ignore_index)
         kw = {"ignore_index": ignore_index, "label_smoothing": label_smoothing}
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
