@@ -55,6 +55,7 @@ __all__ = [
     "reference",
     "reference_grad",
     "reference_linear",
+    "torch_chain_bytes",
 ]
 
 
@@ -64,6 +65,36 @@ def bytes_moved(t: int, v: int, dtype: torch.dtype, pass_: str = "fwd") -> int:
     Targets and per-row results (a few bytes per row) are left out."""
     b = torch.empty((), dtype=dtype).element_size()
     return (1 if pass_ == "fwd" else 2) * t * v * b
+
+
+# PyTorch's eager cross-entropy on (T, V) logits, kernel by kernel: T*V-element tensors read
+# and written per step, in units of the element size ("b": the logits' dtype, "f": fp32). The
+# "fp32" recipe is the common ``F.cross_entropy(logits.float(), target)``, whose gradient is
+# cast back to the logits' dtype.
+TORCH_STEPS = {
+    "torch:eager": (
+        ("fwd", "log_softmax(x)", "b", "b"),
+        ("fwd", "nll_loss (gathers T values)", "", ""),
+        ("bwd", "nll_loss_backward: zeros, then scatter", "", "b"),
+        ("bwd", "log_softmax_backward(grad, out)", "bb", "b"),
+    ),
+    "torch:fp32": (
+        ("fwd", "x.float()", "b", "f"),
+        ("fwd", "log_softmax(x32)", "f", "f"),
+        ("fwd", "nll_loss (gathers T values)", "", ""),
+        ("bwd", "nll_loss_backward: zeros, then scatter", "", "f"),
+        ("bwd", "log_softmax_backward(grad, out)", "ff", "f"),
+        ("bwd", "grad.to(x.dtype)", "f", "b"),
+    ),
+}
+
+
+def torch_chain_bytes(t: int, v: int, dtype: torch.dtype, recipe: str, pass_: str) -> int:
+    """What PyTorch's kernels move for ``recipe`` (a key of TORCH_STEPS), per TORCH_STEPS."""
+    size = {"b": torch.empty((), dtype=dtype).element_size(), "f": 4}
+    steps = [st for st in TORCH_STEPS[recipe] if pass_ == "fwd+bwd" or st[0] == "fwd"]
+    per_element = sum(size[c] for _, _, read, write in steps for c in read + write)
+    return t * v * per_element
 
 
 def linear_flops(t: int, h: int, v: int, pass_: str = "fwd+bwd") -> int:
@@ -522,6 +553,11 @@ def _linear_loss_fn(
     raise PeerUnavailable(f"{impl} has no fused linear cross-entropy here")
 
 
+def _with_inputs(run: Callable[[], object], *inputs: torch.Tensor) -> Callable[[], object]:
+    run.inputs = inputs  # type: ignore[attr-defined]  # the lab checks the output against them
+    return run
+
+
 def make_runner(
     impl: str,
     shape: list[int],
@@ -534,7 +570,8 @@ def make_runner(
 
     ``shape`` [T, V]: cross-entropy on logits. ``shape`` [T, H, V]: linear + cross-entropy.
     ``pass_``: "fwd" (the loss alone, no gradient wanted) or "fwd+bwd" (the loss and the
-    gradients, as a training step needs them: ``torch.autograd.grad`` of the loss).
+    gradients, as a training step needs them: ``torch.autograd.grad`` of the loss). The
+    callable returns the loss, or the tuple of gradients; ``runner.inputs`` holds the inputs.
     """
     if pass_ not in ("fwd", "fwd+bwd"):
         raise ValueError(f"{OP}: pass_ must be 'fwd' or 'fwd+bwd', got {pass_!r}")
@@ -545,13 +582,18 @@ def make_runner(
         fn = _ce_loss_fn(impl)
         logits.requires_grad_(grad)
         if not grad:
-            return lambda: fn(logits, target)
-        return lambda: torch.autograd.grad(fn(logits, target), logits)
+            return _with_inputs(lambda: fn(logits, target), logits, target)
+        return _with_inputs(lambda: torch.autograd.grad(fn(logits, target), logits), logits, target)
     t, h, v = shape
     hidden, weight, target = make_linear_inputs(t, h, v, dtype, device, seed)
     fn3 = _linear_loss_fn(impl)
     hidden.requires_grad_(grad)
     weight.requires_grad_(grad)
     if not grad:
-        return lambda: fn3(hidden, weight, target)
-    return lambda: torch.autograd.grad(fn3(hidden, weight, target), (hidden, weight))
+        return _with_inputs(lambda: fn3(hidden, weight, target), hidden, weight, target)
+    return _with_inputs(
+        lambda: torch.autograd.grad(fn3(hidden, weight, target), (hidden, weight)),
+        hidden,
+        weight,
+        target,
+    )

@@ -39,6 +39,8 @@ __all__ = [
     "reference",
     "reference_grads",
     "rms_norm",
+    "rmsnorm_backward",
+    "unfused_bytes",
 ]
 
 
@@ -56,6 +58,31 @@ def bwd_bytes(m: int, n: int, dtype: torch.dtype, weight_dtype: torch.dtype | No
     """Backward byte model: read x and dy, write dx (3*M*N elements); read w, write dw."""
     w = 0 if weight_dtype is None else 2 * n * _size(weight_dtype)
     return 3 * m * n * _size(dtype) + w
+
+
+# The unfused RMSNorm of many model files (see _unfused below), one PyTorch kernel per op:
+# (bytes read, bytes written) per element, in units of the input's element size b ("b") and of
+# fp32 ("f"). With fp32 input both casts are free (PyTorch returns the same tensor).
+UNFUSED_STEPS = (
+    ("h = x.to(float32)", ("b", "f")),
+    ("h.pow(2)", ("f", "f")),
+    (".mean(-1)", ("f", "")),
+    ("h * rsqrt(var + eps)", ("f", "f")),
+    ("h.to(x.dtype)", ("f", "b")),
+    ("w * h", ("b", "b")),
+)
+
+
+def unfused_bytes(m: int, n: int, dtype: torch.dtype) -> int:
+    """Bytes the unfused chain moves (per-row and weight terms left out): the sum over its
+    kernels of what each reads and writes, every intermediate a full M x N tensor."""
+    size = {"b": _size(dtype), "f": 4, "": 0}
+    total = 0
+    for step, (read, write) in UNFUSED_STEPS:
+        if ".to(" in step and dtype == torch.float32:
+            continue  # a cast of an fp32 tensor to fp32 is the tensor itself: no kernel
+        total += size[read] + size[write]
+    return m * n * total
 
 
 # --------------------------------------------------------------------------------------------
@@ -359,6 +386,11 @@ def _peer_forward(impl: str, n: int) -> Callable[[torch.Tensor, torch.Tensor], t
     raise ValueError(f"{OP}: unknown peer {impl!r}; choose from {list(PEERS)}")
 
 
+def _with_inputs(run: Callable[[], object], *inputs: torch.Tensor) -> Callable[[], object]:
+    run.inputs = inputs  # type: ignore[attr-defined]  # the lab checks the output against them
+    return run
+
+
 def make_runner(
     impl: str,
     shape: list[int],
@@ -369,7 +401,8 @@ def make_runner(
 ) -> Callable[[], object]:
     """A no-argument callable that runs ``impl`` once on seeded inputs of ``shape`` = [M, N]:
     the forward (``pass_="fwd"``) or the backward alone (``"bwd"``: dx and dweight, from a
-    graph built once here). Raises PeerUnavailable where a baseline cannot run the case."""
+    graph built once here). Raises PeerUnavailable where a baseline cannot run the case.
+    ``runner.inputs`` holds (x, weight, dy), so a caller can check what the runner returns."""
     m, n = shape
     x, w, dy = make_inputs(m, n, dtype, device, seed, with_grad_out=True)
     if impl in VARIANTS:
@@ -377,16 +410,16 @@ def make_runner(
             out = torch.empty_like(x)
             rstd = torch.empty(m, dtype=torch.float32, device=x.device)
             fn = VARIANTS[impl].fn
-            return lambda: fn(x, w, out, EPS, rstd)
+            return _with_inputs(lambda: fn(x, w, out, EPS, rstd), x, w, dy)
         forward = lambda a, b: rms_norm(a, (n,), b, EPS, impl=impl)
     else:
         forward = _peer_forward(impl, n)
     if pass_ == "fwd":
         forward(x, w)  # fail here, not inside the timer, if the peer refuses the case
-        return lambda: forward(x, w)
+        return _with_inputs(lambda: forward(x, w), x, w, dy)
     if pass_ != "bwd":
         raise ValueError(f"{OP}: pass_ must be 'fwd' or 'bwd', got {pass_!r}")
     x.requires_grad_(True)
     w.requires_grad_(True)
     y = forward(x, w)
-    return lambda: torch.autograd.grad(y, (x, w), dy, retain_graph=True)
+    return _with_inputs(lambda: torch.autograd.grad(y, (x, w), dy, retain_graph=True), x, w, dy)
