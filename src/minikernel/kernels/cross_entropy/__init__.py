@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from minikernel._checks import FLOAT_DTYPES, check_device, check_tensor
-from minikernel.kernels._peers import PeerUnavailable, import_peer
+from minikernel.kernels._peers import PeerUnavailable, compiled, import_peer
 from minikernel.kernels._registry import Variant
 
 from .reference import (
@@ -526,7 +526,7 @@ def _ce_loss_fn(impl: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tenso
     if impl == "torch:fp32":
         return lambda x, t: F.cross_entropy(x.float(), t)
     if impl == "torch:compile":
-        return torch.compile(lambda x, t: F.cross_entropy(x, t))
+        return compiled(lambda x, t: F.cross_entropy(x, t))
     if impl == "liger":
         mod = import_peer("liger_kernel.transformers.cross_entropy", "liger-kernel")
         loss = mod.LigerCrossEntropyLoss()
@@ -545,7 +545,7 @@ def _linear_loss_fn(
     if impl == "torch:eager":
         return lambda h, w, t: F.cross_entropy(F.linear(h, w), t)
     if impl == "torch:compile":
-        return torch.compile(lambda h, w, t: F.cross_entropy(F.linear(h, w), t))
+        return compiled(lambda h, w, t: F.cross_entropy(F.linear(h, w), t))
     if impl == "liger":
         mod = import_peer("liger_kernel.transformers.fused_linear_cross_entropy", "liger-kernel")
         loss = mod.LigerFusedLinearCrossEntropyLoss()

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from minikernel._checks import FLOAT_DTYPES, check_device, check_tensor
-from minikernel.kernels._peers import PeerUnavailable, import_peer
+from minikernel.kernels._peers import PeerUnavailable, compiled, import_peer
 from minikernel.kernels._registry import Variant
 
 from .reference import make_inputs, reference, reference_grads
@@ -90,6 +90,10 @@ def unfused_bytes(m: int, n: int, dtype: torch.dtype) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+def _round_up(a: int, b: int) -> int:
+    return -(-a // b) * b
+
+
 # --8<-- [start:cuda_launch]
 def _launch_cuda(
     rung: int,
@@ -106,10 +110,11 @@ def _launch_cuda(
     tensors = [t for t in (x, w, out) if t is not None]
     if rung == 2 and (n % vec or any(t.data_ptr() % 16 for t in tensors)):
         rung = 1  # kernel2 moves 16-byte vectors: rows must be whole vectors, pointers aligned
-    if rung == 2:
-        threads = min(1024, max(32, -(-(n // vec) // 2 + 31) // 32 * 32))  # ~2 vectors/thread
-    else:
-        threads = min(1024, max(32, 1 << max(0, (n // 8 - 1).bit_length())))  # ~8 per thread
+    if rung == 2:  # about two 16-byte vectors per thread; kernel2 keeps up to four
+        threads = _round_up(-(-(n // vec) // 2), 32)
+    else:  # about eight elements per thread, a power of two
+        threads = 1 << max(0, (n // 8 - 1).bit_length())
+    threads = min(1024, max(32, threads))  # whole warps: the block reduction needs them
     wf32 = "_wf32" if w is not None and w.dtype == torch.float32 else ""
     kernel = get_kernel(CU_FILE, f"rmsnorm_kernel{rung}_{_SUFFIX[x.dtype]}{wf32}")
     null = ctypes.c_void_p(0)
@@ -370,8 +375,9 @@ def _peer_forward(impl: str, n: int) -> Callable[[torch.Tensor, torch.Tensor], t
     if impl == "torch:eager":
         return lambda x, w: F.rms_norm(x, (n,), w, EPS)
     if impl == "torch:compile":
-        compiled = torch.compile(lambda x, w: F.rms_norm(x, (n,), w, EPS))
-        return compiled
+        # the size comes from the tensor, not from a closure over n: Dynamo guards on closed-over
+        # ints and would recompile for every N instead of generalising
+        return compiled(lambda x, w: F.rms_norm(x, x.shape[-1:], w, EPS))
     if impl == "torch:unfused":
         return lambda x, w: _unfused(x, w, EPS)
     if impl == "liger":
