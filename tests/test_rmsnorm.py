@@ -121,7 +121,8 @@ BWD_SHAPES = [
     (3, 1),  # dx is tiny here (x/|x| barely depends on x): tests the cancellation
     (5, 127),
     (130, 100),  # several programs, each with its own dweight partial, and a partial last one
-    (4, 4097),
+    (4, 4097),  # the largest tile that prefetches the next rows
+    (3, 10000),  # a single tile too big to prefetch (PREFETCH off)
     (3, MAX_REGISTER_ROW + 1),  # long rows: the row-reduction + column-block kernels
 ]
 

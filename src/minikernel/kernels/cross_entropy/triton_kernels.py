@@ -113,14 +113,26 @@ def cross_entropy_kernel1(
                 c = 0.0
                 s = 0.0
                 dev = 0.0
+                # Each tile's two block-wide reductions (max, sum) stop every warp at a
+                # barrier. The next tile's load is issued before them, so it is in flight
+                # meanwhile (past the last tile the mask is all false: nothing is read).
+                cols_next = tl.arange(0, BLOCK_V)
+                x_next = tl.load(
+                    x_row + cols_next,
+                    mask=cols_next < V,
+                    other=-float("inf"),
+                    eviction_policy="evict_last",
+                )
                 for i in range(0, n_tiles):
-                    cols = i * BLOCK_V + tl.arange(0, BLOCK_V)
-                    x = tl.load(
-                        x_row + cols,
-                        mask=cols < V,
+                    cols = cols_next
+                    x = x_next.to(tl.float32)
+                    cols_next = cols + BLOCK_V
+                    x_next = tl.load(
+                        x_row + cols_next,
+                        mask=cols_next < V,
                         other=-float("inf"),
                         eviction_policy="evict_last",
-                    ).to(tl.float32)
+                    )
                     m_new = tl.maximum(m, tl.max(x, axis=0))
                     c_new = tl.where(m_new == -float("inf"), 0.0, m_new)
                     # rescale s to the new shift (while s is still 0, skip it: 0 * inf = NaN)

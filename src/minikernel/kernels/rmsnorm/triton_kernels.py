@@ -136,6 +136,7 @@ def rmsnorm_bwd_kernel(
     rows_per_program,
     HAS_W: tl.constexpr,
     W_IN_REGISTERS: tl.constexpr,  # short rows: keep w; long ones: re-read it (L1/L2 hit)
+    PREFETCH: tl.constexpr,  # load the next rows while reducing these
     ROWS: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
@@ -150,13 +151,31 @@ def rmsnorm_bwd_kernel(
     dw_acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)  # summed over its ROWS axis at the end
     first = pid.to(tl.int64) * rows_per_program
     last = tl.minimum(first + rows_per_program, M)
+    if PREFETCH:
+        # The row reduction below stops every warp at a barrier; the next rows' loads are
+        # issued before it, so they are in flight meanwhile (past the last rows the mask
+        # reads nothing). It costs registers: only for tiles of a few elements per thread.
+        offs0 = (first + tl.arange(0, ROWS))[:, None] * N + cols[None, :]
+        mask0 = ((first + tl.arange(0, ROWS)) < last)[:, None] & col_ok[None, :]
+        x_next = tl.load(x_ptr + offs0, mask=mask0, other=0.0, eviction_policy="evict_first")
+        dy_next = tl.load(dy_ptr + offs0, mask=mask0, other=0.0, eviction_policy="evict_first")
     for r0 in range(first, last, ROWS):
         rows = r0 + tl.arange(0, ROWS)
         row_ok = rows < last
         mask = row_ok[:, None] & col_ok[None, :]
         offs = rows[:, None] * N + cols[None, :]
-        x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
-        dy = tl.load(dy_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+        if PREFETCH:
+            x, dy = x_next, dy_next
+            mask_next = (rows + ROWS < last)[:, None] & col_ok[None, :]
+            x_next = tl.load(
+                x_ptr + offs + ROWS * N, mask=mask_next, other=0.0, eviction_policy="evict_first"
+            )
+            dy_next = tl.load(
+                dy_ptr + offs + ROWS * N, mask=mask_next, other=0.0, eviction_policy="evict_first"
+            )
+        else:
+            x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+            dy = tl.load(dy_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
         xhat = x.to(tl.float32) * rstd[:, None]
         dy = dy.to(tl.float32)
@@ -394,6 +413,7 @@ def launch_backward(
             rows_per_program,
             HAS_W=has_w,
             W_IN_REGISTERS=block <= 4096,
+            PREFETCH=rows * block <= 8192,
             ROWS=rows,
             BLOCK_N=block,
             num_warps=warps,
