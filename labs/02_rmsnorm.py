@@ -254,6 +254,7 @@ measure_case(torch.bfloat16, M_E1, N_E1, "torch:unfused", "fwd")
 # dos totales medidos, guardada en el fichero de resultados como `e1`.
 
 # %%
+_free()  # hand the cached memory back: ncu profiles in a process of its own
 model = rn.fwd_bytes(M_E1, N_E1, torch.bfloat16, torch.bfloat16)
 profiles = {
     impl: lab.profile(impl, [M_E1, N_E1], "bfloat16", model_bytes=model, extra_args=["fwd"])
