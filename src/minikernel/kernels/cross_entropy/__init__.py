@@ -281,7 +281,7 @@ def default_chunk(v: int, dtype: torch.dtype) -> int:
     return chunk
 
 
-# --8<-- [start:linear]
+# --8<-- [start:kernel2]
 def _linear_ce_chunks(
     hidden: torch.Tensor,
     weight: torch.Tensor,
@@ -333,7 +333,7 @@ def _linear_ce_chunks(
     return dh, dw
 
 
-# --8<-- [end:linear]
+# --8<-- [end:kernel2]
 
 
 class LinearCrossEntropyFunction(torch.autograd.Function):

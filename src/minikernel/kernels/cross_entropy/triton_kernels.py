@@ -165,7 +165,13 @@ def cross_entropy_kernel1(
                     x = tl.load(x_row + cols, mask=mask, other=0.0, eviction_policy="evict_first")
                     p = tl.exp((x.to(tl.float32) - m) - log_s)  # softmax
                     g = tl.where(cols == target, p - (1.0 - smoothing), p) - uniform
-                    tl.store(dx_row + cols, (g * scale).to(dx_ptr.dtype.element_ty), mask=mask)
+                    # the gradient is not read here again: evict_first keeps L2 for the logits
+                    tl.store(
+                        dx_row + cols,
+                        (g * scale).to(dx_ptr.dtype.element_ty),
+                        mask=mask,
+                        eviction_policy="evict_first",
+                    )
 
 
 # --8<-- [end:kernel1]

@@ -115,7 +115,10 @@ def rmsnorm_kernel2(
             if HAS_W:
                 w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
                 y = y * w.to(tl.float32)
-            tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+            # y is not read again: evict_first, so it does not push out the x of other rows
+            tl.store(
+                y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first"
+            )
         tl.store(rstd_ptr + pid, rstd)
 
 
