@@ -178,8 +178,9 @@ def test_extreme_logits(dtype: torch.dtype) -> None:
     loss.sum().backward()
     ref_loss, ref_grad = reference_grad(logits, target, reduction="none")
     assert torch.isfinite(loss).all() and torch.isfinite(x.grad).all()
-    torch.testing.assert_close(loss.double().cpu(), ref_loss.cpu(), rtol=1e-3, atol=1e-3)
-    torch.testing.assert_close(x.grad.double().cpu(), ref_grad.cpu(), rtol=1e-2, atol=1e-3)
+    rtol = LOSS_RTOL[dtype]  # the loss is returned in the logits' dtype: one rounding
+    torch.testing.assert_close(loss.double().cpu(), ref_loss.cpu(), rtol=rtol, atol=rtol)
+    torch.testing.assert_close(x.grad.double().cpu(), ref_grad.cpu(), rtol=1.6e-2, atol=1e-3)
 
 
 def test_target_out_of_range_gives_nan_not_a_bad_read() -> None:
