@@ -140,6 +140,15 @@ def test_upstream_gradient_of_one_uses_the_forward_gradient_as_is() -> None:
     torch.testing.assert_close(grad3, 3 * grad)
 
 
+def test_second_backward_on_one_graph_is_a_clear_error() -> None:
+    logits, target = make_inputs(3, 40, torch.float32, DEVICE)
+    x = logits.clone().requires_grad_(True)
+    loss = cross_entropy(x, target)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="already handed to a first backward pass"):
+        loss.backward()
+
+
 def test_inplace_backward_overwrites_the_logits_with_their_gradient() -> None:
     logits, target = make_inputs(5, 300, torch.float32, DEVICE, seed=4)
     ref_loss, ref_grad = reference_grad(logits, target)

@@ -118,6 +118,13 @@ def _reduce(loss_rows: torch.Tensor, n_valid: torch.Tensor, reduction: str, dtyp
     return total.to(dtype)
 
 
+_TWICE = (
+    "cross_entropy: the gradient computed in the forward pass was already handed to a first "
+    "backward pass; to run backward twice on one graph, use reduction='none' (which computes "
+    "the gradient in backward) or run the forward pass again"
+)
+
+
 def _is_one(grad_out: torch.Tensor) -> bool:
     # The usual loss.backward() passes exactly 1: then the gradient computed during the forward
     # pass is the answer and no extra pass over it is needed. Asking costs a synchronisation.
@@ -180,6 +187,8 @@ class CrossEntropyFunction(torch.autograd.Function):
 
         if ctx.reduction != "none":
             dx, ctx.dx = ctx.dx, None  # drop our reference: autograd may then keep it as is
+            if dx is None:
+                raise RuntimeError(_TWICE)
             if not _is_one(grad_out):
                 dx.mul_(grad_out.to(dx.dtype))
             return dx, None, None, None, None, None
@@ -390,6 +399,8 @@ class LinearCrossEntropyFunction(torch.autograd.Function):
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         if ctx.reduction != "none":
             (dh, dw), ctx.grads = ctx.grads, (None, None)
+            if dh is None and dw is None:
+                raise RuntimeError(_TWICE)
             if not _is_one(grad_out):
                 scale = grad_out.to(dh.dtype if dh is not None else dw.dtype)
                 dh = dh.mul_(scale) if dh is not None else None
