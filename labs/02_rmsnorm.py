@@ -10,7 +10,6 @@
 #     name: python3
 #   minikernel:
 #     op: rmsnorm
-#     page: c3a/fused-rmsnorm
 # ---
 
 # %% [markdown] lang="en"
@@ -154,21 +153,26 @@ for dtype in (torch.bfloat16, torch.float32):
 # ## 3. Measure
 #
 # M = 32768 rows in bf16 and M = 16384 in fp32, N from 1024 to 131072. Forward: our tuned rungs
-# (Triton `triton:2`, CUDA C `cuda:2`) and every peer at every shape; the first rungs
+# (Triton `triton:2`, CUDA C `cuda:2`) and the peers at every shape; the first rungs
 # (`triton:1`, `cuda:1`) at three row lengths, to show what the tuning buys. Backward: dx and
-# dweight from a graph built once. Liger's RMSNorm refuses rows of 65536 elements or more; a
-# peer that is not installed or refuses a case is reported and skipped. Each record keeps the
-# largest error of its first rows against the fp64 reference.
+# dweight from a graph built once. `torch.compile` is built anew for each shape it times
+# (specialised to it, a fair baseline); that costs seconds per shape, so it is timed at a few
+# row lengths only. Liger's RMSNorm refuses rows of 65536 elements or more; a peer that is not
+# installed or refuses a case is reported and skipped. Each record keeps the largest error of
+# its first rows against the fp64 reference.
 
 # %% [markdown] lang="es"
 # ## 3. Medir
 #
 # M = 32768 filas en bf16 y M = 16384 en fp32, N de 1024 a 131072. Forward: nuestros peldaños
-# afinados (Triton `triton:2`, CUDA C `cuda:2`) y todos los pares en cada forma; los primeros
+# afinados (Triton `triton:2`, CUDA C `cuda:2`) y los pares en cada forma; los primeros
 # peldaños (`triton:1`, `cuda:1`) en tres longitudes de fila, para ver qué aporta el ajuste.
-# Backward: dx y dweight desde un grafo construido una vez. El RMSNorm de Liger rechaza filas de
-# 65536 elementos o más; un par que no está instalado o que rechaza un caso se anuncia y se
-# salta. Cada registro guarda el mayor error de sus primeras filas frente a la referencia fp64.
+# Backward: dx y dweight desde un grafo construido una vez. `torch.compile` se construye de
+# nuevo para cada forma que se mide (especializado en ella, para que la comparación sea justa);
+# cuesta segundos por forma, así que solo se mide en unas pocas longitudes de fila. El RMSNorm
+# de Liger rechaza filas de 65536 elementos o más; un par que no está instalado o que rechaza un
+# caso se anuncia y se salta. Cada registro guarda el mayor error de sus primeras filas frente a
+# la referencia fp64.
 
 # %%
 if not GPU:
@@ -181,9 +185,22 @@ lab = Lab("rmsnorm", rn.VARIANTS, lab_file="labs/02_rmsnorm.py")
 
 SWEEP = [(torch.bfloat16, 32768), (torch.float32, 16384)]
 NS = [2**k for k in range(10, 18)]  # 1024 ... 131072
-FWD = ["triton:2", "cuda:2", "torch:eager", "torch:compile", "liger", "quack"]
-FIRST_RUNGS = {"triton:1": [1024, 8192, 65536], "cuda:1": [1024, 8192, 65536]}
+FWD = ["triton:2", "cuda:2", "triton:1", "cuda:1", "torch:eager", "torch:compile", "liger", "quack"]
 BWD = ["triton:2", "torch:eager", "torch:compile", "liger"]
+# Not every rung or peer at every shape, to keep the lab near 90 s on an H200: the first rungs
+# at three row lengths in bf16, and torch.compile (rebuilt for each shape it times, seconds
+# each) at a few row lengths.
+ONLY_AT = {
+    ("triton:1", "fwd"): [1024, 8192, 65536],
+    ("cuda:1", "fwd"): [1024, 8192, 65536],
+    ("torch:compile", "fwd"): [4096, 16384, 131072],
+    ("torch:compile", "bwd"): [4096, 131072],
+}
+ONLY_DTYPE = {
+    ("triton:1", "fwd"): torch.bfloat16,
+    ("cuda:1", "fwd"): torch.bfloat16,
+    ("torch:compile", "bwd"): torch.bfloat16,
+}
 CHECK_ROWS = 64  # rows checked against fp64 per record: the rows are independent
 
 
@@ -225,16 +242,18 @@ def measure_case(dtype: torch.dtype, m: int, n: int, impl: str, pass_: str) -> N
     del run, x, w, dy
 
 
+def wanted(impl: str, pass_: str, dtype: torch.dtype, n: int) -> bool:
+    key = (impl, pass_)
+    return n in ONLY_AT.get(key, [n]) and ONLY_DTYPE.get(key, dtype) == dtype
+
+
 for dtype, m in SWEEP:
     for n in NS:
-        for impl in FWD + [
-            k for k, ns in FIRST_RUNGS.items() if n in ns and dtype == torch.bfloat16
-        ]:
-            measure_case(dtype, m, n, impl, "fwd")
-        _free()
-        for impl in BWD:
-            measure_case(dtype, m, n, impl, "bwd")
-        _free()
+        for pass_, impls_ in (("fwd", FWD), ("bwd", BWD)):
+            for impl in impls_:
+                if wanted(impl, pass_, dtype, n):
+                    measure_case(dtype, m, n, impl, pass_)
+            _free()
 measure_case(torch.bfloat16, M_E1, N_E1, "torch:unfused", "fwd")
 
 # %% [markdown] lang="en"

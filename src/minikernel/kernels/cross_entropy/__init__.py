@@ -21,7 +21,8 @@ import torch
 import torch.nn.functional as F
 
 from minikernel._checks import FLOAT_DTYPES, check_device, check_tensor
-from minikernel.kernels._peers import PeerUnavailable, compiled, import_peer
+from minikernel.bench.peers import compiled
+from minikernel.kernels._peers import PeerUnavailable, import_peer
 from minikernel.kernels._registry import Variant
 
 from .reference import (

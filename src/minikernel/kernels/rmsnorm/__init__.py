@@ -10,13 +10,15 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from minikernel._checks import FLOAT_DTYPES, check_device, check_tensor
-from minikernel.kernels._peers import PeerUnavailable, compiled, import_peer
+from minikernel.bench.peers import compiled
+from minikernel.kernels._peers import PeerUnavailable, import_peer
 from minikernel.kernels._registry import Variant
 
 from .reference import make_inputs, reference, reference_grads
@@ -375,9 +377,7 @@ def _peer_forward(impl: str, n: int) -> Callable[[torch.Tensor, torch.Tensor], t
     if impl == "torch:eager":
         return lambda x, w: F.rms_norm(x, (n,), w, EPS)
     if impl == "torch:compile":
-        # the size comes from the tensor, not from a closure over n: Dynamo guards on closed-over
-        # ints and would recompile for every N instead of generalising
-        return compiled(lambda x, w: F.rms_norm(x, x.shape[-1:], w, EPS))
+        return compiled(lambda x, w: F.rms_norm(x, (n,), w, EPS))  # built for this shape
     if impl == "torch:unfused":
         return lambda x, w: _unfused(x, w, EPS)
     if impl == "liger":
@@ -427,5 +427,13 @@ def make_runner(
         raise ValueError(f"{OP}: pass_ must be 'fwd' or 'bwd', got {pass_!r}")
     x.requires_grad_(True)
     w.requires_grad_(True)
-    y = forward(x, w)
+    # The backward pass is timed on its own, replaying this one graph (retain_graph=True);
+    # torch.compile's donated buffers forbid that, so the graph is built without them (they
+    # save memory in backward, not time).
+    cfg = torch._functorch.config
+    no_donation = (
+        cfg.patch(donated_buffer=False) if hasattr(cfg, "donated_buffer") else nullcontext()
+    )
+    with no_donation:
+        y = forward(x, w)
     return _with_inputs(lambda: torch.autograd.grad(y, (x, w), dy, retain_graph=True), x, w, dy)
