@@ -1,0 +1,300 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+#   minikernel:
+#     op: rmsnorm
+# ---
+
+# %% [markdown] lang="en"
+# # Lab 02 — fused RMSNorm, forward and backward
+#
+# RMSNorm is the normaliser of today's language models: `y = x / sqrt(mean(x²) + eps) * w`,
+# one mean per row. Written as PyTorch ops, it is a chain of kernels that each read and write a
+# full tensor; fused, it reads `x` once and writes `y` once. This notebook checks every RMSNorm
+# kernel of `minikernel` (two CUDA C rungs, two Triton rungs, the Triton backward) against an
+# fp64 reference, then on a GPU times them against PyTorch eager, `torch.compile`, Liger-Kernel
+# and QuACK (where installed) on rows of 1024 to 131072 elements, profiles the forward pass with
+# Nsight Compute to answer exercise E1 — how much DRAM traffic does the fusion save? — and
+# writes `labs/results/<your-gpu>/rmsnorm.json`. `nox -s labs -- rmsnorm` runs exactly this file.
+
+# %% [markdown] lang="es"
+# # Lab 02 — RMSNorm fusionado, forward y backward
+#
+# RMSNorm es el normalizador de los modelos de lenguaje actuales: `y = x / sqrt(mean(x²) + eps)
+# * w`, una media por fila. Escrito con operaciones de PyTorch es una cadena de kernels, y cada
+# uno lee y escribe un tensor completo; fusionado, lee `x` una vez y escribe `y` una vez. Este
+# notebook comprueba cada kernel de RMSNorm de `minikernel` (dos peldaños en CUDA C, dos en
+# Triton y el backward en Triton) contra una referencia en fp64; después, si hay GPU, los
+# cronometra frente a PyTorch eager, `torch.compile`, Liger-Kernel y QuACK (si están instalados)
+# con filas de 1024 a 131072 elementos, perfila el forward con Nsight Compute para responder al
+# ejercicio E1 (¿cuánto tráfico de DRAM ahorra la fusión?) y escribe
+# `labs/results/<tu-gpu>/rmsnorm.json`. `nox -s labs -- rmsnorm` ejecuta exactamente este fichero.
+
+# %%
+import gc
+import os
+
+import torch
+
+GPU = torch.cuda.is_available()
+if not GPU:
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # must be set before Triton is imported
+
+from minikernel.kernels import rmsnorm as rn
+from minikernel.kernels._peers import PeerUnavailable
+from minikernel.testing import run_checked
+
+DEVICE = "cuda" if GPU else "cpu"
+EPS = rn.EPS
+TOL = {torch.float32: (1e-5, 1e-5), torch.float16: (1e-3, 1e-3), torch.bfloat16: (1e-2, 8e-3)}
+
+# %% [markdown] lang="en"
+# ## 1. Correct first
+#
+# Every forward rung on shapes chosen to break a kernel: one element per row, 127 (a partial
+# 16-byte vector), 37 short rows packed into one program, 4097 (one past a power of two), and a
+# row too long for registers (walked in tiles). Then the backward pass (dx and dweight) against
+# autograd of the fp64 reference. `run_checked` also catches writes past the end of the output
+# and elements left unwritten. On a CPU the Triton kernels run in Triton's interpreter (fp32 and
+# fp16 only: the interpreter gets bf16 wrong); the CUDA C ones need a GPU.
+
+# %% [markdown] lang="es"
+# ## 1. Primero, correcto
+#
+# Cada peldaño del forward con formas elegidas para romper un kernel: un elemento por fila, 127
+# (un vector de 16 bytes incompleto), 37 filas cortas empaquetadas en un solo programa, 4097 (uno
+# más que una potencia de dos) y una fila demasiado larga para los registros (recorrida por
+# tiles). Después el backward (dx y dweight) frente al autograd de la referencia en fp64.
+# `run_checked` detecta además escrituras más allá del final de la salida y elementos sin
+# escribir. En una CPU los kernels de Triton corren en su intérprete (solo fp32 y fp16: el
+# intérprete calcula mal bf16); los de CUDA C necesitan una GPU.
+
+# %%
+# On a GPU, fewer shapes: each new shape compiles new kernels, and tests/ covers the rest.
+CHECK_SHAPES = (
+    [(5, 127), (4, 4097), (2, 20000)]
+    if GPU
+    else [(3, 1), (5, 127), (37, 64), (4, 4097), (2, 20000)]
+)
+CHECK_DTYPES = [torch.float32, torch.bfloat16] if GPU else [torch.float32, torch.float16]
+impls = [k for k in rn.VARIANTS if GPU or k.startswith("triton:")]
+
+for impl in impls:
+    fn = rn.VARIANTS[impl].fn
+    for dtype in CHECK_DTYPES:
+        for m, n in CHECK_SHAPES:
+            x, w = rn.make_inputs(m, n, dtype, DEVICE, seed=n)
+            run_checked(
+                lambda a, b, out, fn=fn: fn(a, b, out, EPS),
+                [x, w],
+                rn.reference(x, w, EPS),
+                tolerances=TOL,
+                name=impl,
+            ).raise_if_failed()
+for dtype in CHECK_DTYPES:
+    for m, n in CHECK_SHAPES:
+        x, w, dy = rn.make_inputs(m, n, dtype, DEVICE, seed=n, with_grad_out=True)
+        xg, wg = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+        rn.rms_norm(xg, (n,), wg, EPS).backward(dy)
+        dx_ref, dw_ref = rn.reference_grads(x, w, dy, EPS)
+        rstd = torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + EPS)
+        scale = float((dy.double().abs() * w.double().abs() * rstd).max())
+        rtol = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+        assert float((xg.grad.double() - dx_ref).abs().max()) <= rtol * scale, (dtype, m, n)
+        assert float((wg.grad.double() - dw_ref).abs().max()) <= rtol * (
+            float(dw_ref.abs().max()) + 1
+        ), (dtype, m, n)
+names = [str(d).removeprefix("torch.") for d in CHECK_DTYPES]
+print(f"checked {impls} and the backward on {CHECK_SHAPES} in {names}: all correct")
+
+# %% [markdown] lang="en"
+# ## 2. Predict
+#
+# The fused forward pass reads x and writes y: 2·M·N elements, plus the weight once. The
+# backward pass reads x and dy and writes dx: 3·M·N elements, plus reading w and writing dw.
+# Nothing else needs to touch DRAM (one fp32 rstd per row is kept from the forward pass). So the
+# best a kernel can do is move those bytes at the speed of a device-to-device copy, which `Lab`
+# measures below. The unfused chain (what many model files write: cast to fp32, square, mean,
+# multiply, cast back, multiply by w) moves far more: the cell below adds up what each of its
+# kernels reads and writes.
+
+# %% [markdown] lang="es"
+# ## 2. Predecir
+#
+# El forward fusionado lee x y escribe y: 2·M·N elementos, más el peso una vez. El backward lee
+# x y dy y escribe dx: 3·M·N elementos, más leer w y escribir dw. Nada más tiene que pasar por
+# la DRAM (del forward se guarda un rstd en fp32 por fila). Lo mejor que puede hacer un kernel
+# es, por tanto, mover esos bytes a la velocidad de una copia de dispositivo a dispositivo, que
+# `Lab` mide más abajo. La cadena sin fusionar (lo que escriben muchos ficheros de modelos:
+# convertir a fp32, elevar al cuadrado, media, multiplicar, volver al tipo original, multiplicar
+# por w) mueve muchísimo más: la celda siguiente suma lo que lee y escribe cada uno de sus
+# kernels.
+
+# %%
+M_E1, N_E1 = 32768, 4096
+for step, (read, write) in rn.UNFUSED_STEPS:
+    print(f"  {step:<24} reads {read or '-'}, writes {write or '-'} per element")
+for dtype in (torch.bfloat16, torch.float32):
+    fused = rn.fwd_bytes(M_E1, N_E1, dtype, dtype)
+    unfused = rn.unfused_bytes(M_E1, N_E1, dtype)
+    print(
+        f"{str(dtype)[6:]:>8} {M_E1}x{N_E1}: fused {fused / 1e6:.0f} MB, unfused chain "
+        f"{unfused / 1e6:.0f} MB ({unfused / fused:.1f}x)"
+    )
+
+# %% [markdown] lang="en"
+# ## 3. Measure
+#
+# M = 32768 rows in bf16 and M = 16384 in fp32, N from 1024 to 131072. Forward: our tuned rungs
+# (Triton `triton:2`, CUDA C `cuda:2`) and the peers at every shape; the first rungs
+# (`triton:1`, `cuda:1`) at three row lengths, to show what the tuning buys. Backward: dx and
+# dweight from a graph built once. `torch.compile` is built anew for each shape it times
+# (specialised to it, a fair baseline); that costs seconds per shape, so it is timed at a few
+# row lengths only. Liger's RMSNorm refuses rows of 65536 elements or more; a peer that is not
+# installed or refuses a case is reported and skipped. Each record keeps the largest error of
+# its first rows against the fp64 reference.
+
+# %% [markdown] lang="es"
+# ## 3. Medir
+#
+# M = 32768 filas en bf16 y M = 16384 en fp32, N de 1024 a 131072. Forward: nuestros peldaños
+# afinados (Triton `triton:2`, CUDA C `cuda:2`) y los pares en cada forma; los primeros
+# peldaños (`triton:1`, `cuda:1`) en tres longitudes de fila, para ver qué aporta el ajuste.
+# Backward: dx y dweight desde un grafo construido una vez. `torch.compile` se construye de
+# nuevo para cada forma que se mide (especializado en ella, para que la comparación sea justa);
+# cuesta segundos por forma, así que solo se mide en unas pocas longitudes de fila. El RMSNorm
+# de Liger rechaza filas de 65536 elementos o más; un par que no está instalado o que rechaza un
+# caso se anuncia y se salta. Cada registro guarda el mayor error de sus primeras filas frente a
+# la referencia fp64.
+
+# %%
+if not GPU:
+    print("No CUDA GPU: the checks above ran in Triton's interpreter; timing needs a GPU.")
+    raise SystemExit(2)  # 2 = "no GPU" for `nox -s labs`; labs/results/ is left untouched
+
+from minikernel.bench.lab import Lab
+
+lab = Lab("rmsnorm", rn.VARIANTS, lab_file="labs/02_rmsnorm.py")
+
+SWEEP = [(torch.bfloat16, 32768), (torch.float32, 16384)]
+NS = [2**k for k in range(10, 18)]  # 1024 ... 131072
+FWD = ["triton:2", "cuda:2", "triton:1", "cuda:1", "torch:eager", "torch:compile", "liger", "quack"]
+BWD = ["triton:2", "torch:eager", "torch:compile", "liger"]
+# Not every rung or peer at every shape, to keep the lab near 90 s on an H200: the first rungs
+# at three row lengths in bf16, and torch.compile (rebuilt for each shape it times, seconds
+# each) at a few row lengths.
+ONLY_AT = {
+    ("triton:1", "fwd"): [1024, 8192, 65536],
+    ("cuda:1", "fwd"): [1024, 8192, 65536],
+    ("torch:compile", "fwd"): [4096, 16384, 131072],
+    ("torch:compile", "bwd"): [4096, 131072],
+}
+ONLY_DTYPE = {
+    ("triton:1", "fwd"): torch.bfloat16,
+    ("cuda:1", "fwd"): torch.bfloat16,
+    ("torch:compile", "bwd"): torch.bfloat16,
+}
+CHECK_ROWS = 64  # rows checked against fp64 per record: the rows are independent
+
+
+def _free() -> None:
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def _fwd_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((out[:CHECK_ROWS].double() - ref).abs().max() / ref.abs().max())
+
+
+def measure_case(dtype: torch.dtype, m: int, n: int, impl: str, pass_: str) -> None:
+    try:
+        run = rn.make_runner(impl, [m, n], dtype, pass_)
+    except PeerUnavailable as exc:
+        print(f"[rmsnorm] {impl} {pass_} {m}x{n}: skipped ({exc})")
+        return
+    x, w, dy = run.inputs
+    if pass_ == "fwd":
+        ref = rn.reference(x[:CHECK_ROWS], w, EPS)
+        out = run()
+        err = _fwd_error(out[0] if isinstance(out, tuple) else out, ref)
+        nbytes = rn.fwd_bytes(m, n, dtype, w.dtype)
+    else:
+        ref, _ = rn.reference_grads(x[:CHECK_ROWS], w, dy[:CHECK_ROWS], EPS)  # before run():
+        err = _fwd_error(run()[0], ref)  # Liger's backward writes dx over dy
+        nbytes = rn.bwd_bytes(m, n, dtype, w.dtype)
+    lab.measure(
+        impl,
+        run,
+        shape=[m, n],
+        dtype=dtype,
+        bytes=nbytes,
+        pass_=pass_,
+        max_rel_err=err,
+        graph=False,
+    )
+    del run, x, w, dy
+
+
+def wanted(impl: str, pass_: str, dtype: torch.dtype, n: int) -> bool:
+    key = (impl, pass_)
+    return n in ONLY_AT.get(key, [n]) and ONLY_DTYPE.get(key, dtype) == dtype
+
+
+for dtype, m in SWEEP:
+    for n in NS:
+        for pass_, impls_ in (("fwd", FWD), ("bwd", BWD)):
+            for impl in impls_:
+                if wanted(impl, pass_, dtype, n):
+                    measure_case(dtype, m, n, impl, pass_)
+            _free()
+measure_case(torch.bfloat16, M_E1, N_E1, "torch:unfused", "fwd")
+
+# %% [markdown] lang="en"
+# ## 4. Profile: exercise E1
+#
+# Nsight Compute on one forward call at M = 32768, N = 4096 in bf16, for our Triton kernel and
+# for PyTorch eager: DRAM bytes read and written (every kernel of the call added up), against
+# the byte model. E1's answer is the difference of the two measured totals, stored in the
+# results file as `e1`.
+
+# %% [markdown] lang="es"
+# ## 4. Perfilar: el ejercicio E1
+#
+# Nsight Compute sobre una llamada al forward con M = 32768, N = 4096 en bf16, para nuestro
+# kernel de Triton y para PyTorch eager: bytes leídos y escritos en DRAM (sumando todos los
+# kernels de la llamada) frente al modelo de bytes. La respuesta a E1 es la diferencia entre los
+# dos totales medidos, guardada en el fichero de resultados como `e1`.
+
+# %%
+_free()  # hand the cached memory back: ncu profiles in a process of its own
+model = rn.fwd_bytes(M_E1, N_E1, torch.bfloat16, torch.bfloat16)
+profiles = {
+    impl: lab.profile(impl, [M_E1, N_E1], "bfloat16", model_bytes=model, extra_args=["fwd"])
+    for impl in ("triton:2", "torch:eager")
+}
+if all(profiles.values()):
+    dram = {
+        impl: rec["metrics"]["dram_bytes_read"] + rec["metrics"]["dram_bytes_write"]
+        for impl, rec in profiles.items()
+    }
+    lab.extra["e1"] = {
+        "shape": [M_E1, N_E1],
+        "dtype": "bfloat16",
+        "model_bytes": model,
+        "unfused_model_bytes": rn.unfused_bytes(M_E1, N_E1, torch.bfloat16),
+        "dram_bytes": dram,
+        "kernels": {impl: rec["metrics"]["kernels"] for impl, rec in profiles.items()},
+        "saved_bytes": dram["torch:eager"] - dram["triton:2"],
+        "saved_frac": (dram["torch:eager"] - dram["triton:2"]) / dram["torch:eager"],
+    }
+    print(lab.extra["e1"])
+
+# %%
+lab.save()

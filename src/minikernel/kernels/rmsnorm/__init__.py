@@ -1,0 +1,439 @@
+"""RMSNorm: ``y = x / sqrt(mean(x**2) + eps) * weight`` over the trailing dimensions.
+
+Public entry points: :func:`rms_norm` (same arguments as ``torch.nn.functional.rms_norm``, with
+autograd), :class:`RMSNorm` (drops in for ``torch.nn.RMSNorm``) and :class:`RMSNormFunction`.
+``VARIANTS`` lists the forward kernels by registry key; every rung shares the Triton backward.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from minikernel._checks import FLOAT_DTYPES, check_device, check_tensor
+from minikernel.bench.peers import compiled
+from minikernel.kernels._peers import PeerUnavailable, import_peer
+from minikernel.kernels._registry import Variant
+
+from .reference import make_inputs, reference, reference_grads
+
+OP = "rmsnorm"
+HERE = Path(__file__).resolve().parent
+CU_FILE = HERE / "rmsnorm.cu"
+_SUFFIX = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+
+__all__ = [
+    "OP",
+    "PEERS",
+    "VARIANTS",
+    "RMSNorm",
+    "RMSNormFunction",
+    "bwd_bytes",
+    "fwd_bytes",
+    "make_inputs",
+    "make_runner",
+    "reference",
+    "reference_grads",
+    "rms_norm",
+    "rmsnorm_backward",
+    "unfused_bytes",
+]
+
+
+def _size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def fwd_bytes(m: int, n: int, dtype: torch.dtype, weight_dtype: torch.dtype | None = None) -> int:
+    """Forward byte model: read x and write y once (2*M*N elements), read the weight once."""
+    w = 0 if weight_dtype is None else n * _size(weight_dtype)
+    return 2 * m * n * _size(dtype) + w
+
+
+def bwd_bytes(m: int, n: int, dtype: torch.dtype, weight_dtype: torch.dtype | None = None) -> int:
+    """Backward byte model: read x and dy, write dx (3*M*N elements); read w, write dw."""
+    w = 0 if weight_dtype is None else 2 * n * _size(weight_dtype)
+    return 3 * m * n * _size(dtype) + w
+
+
+# The unfused RMSNorm of many model files (see _unfused below), one PyTorch kernel per op:
+# (bytes read, bytes written) per element, in units of the input's element size b ("b") and of
+# fp32 ("f"). With fp32 input both casts are free (PyTorch returns the same tensor).
+UNFUSED_STEPS = (
+    ("h = x.to(float32)", ("b", "f")),
+    ("h.pow(2)", ("f", "f")),
+    (".mean(-1)", ("f", "")),
+    ("h * rsqrt(var + eps)", ("f", "f")),
+    ("h.to(x.dtype)", ("f", "b")),
+    ("w * h", ("b", "b")),
+)
+
+
+def unfused_bytes(m: int, n: int, dtype: torch.dtype) -> int:
+    """Bytes the unfused chain moves (per-row and weight terms left out): the sum over its
+    kernels of what each reads and writes, every intermediate a full M x N tensor."""
+    size = {"b": _size(dtype), "f": 4, "": 0}
+    total = 0
+    for step, (read, write) in UNFUSED_STEPS:
+        if ".to(" in step and dtype == torch.float32:
+            continue  # a cast of an fp32 tensor to fp32 is the tensor itself: no kernel
+        total += size[read] + size[write]
+    return m * n * total
+
+
+# --------------------------------------------------------------------------------------------
+# Forward launchers: fn(x2d, weight or None, out, eps, rstd) -> out
+# --------------------------------------------------------------------------------------------
+
+
+def _round_up(a: int, b: int) -> int:
+    return -(-a // b) * b
+
+
+# --8<-- [start:cuda_launch]
+def _launch_cuda(
+    rung: int,
+    x: torch.Tensor,
+    w: torch.Tensor | None,
+    out: torch.Tensor,
+    eps: float,
+    rstd: torch.Tensor | None = None,
+) -> torch.Tensor:
+    from minikernel.cuda import get_kernel
+
+    m, n = x.shape
+    vec = 16 // x.element_size()
+    tensors = [t for t in (x, w, out) if t is not None]
+    if rung == 2 and (n % vec or any(t.data_ptr() % 16 for t in tensors)):
+        rung = 1  # kernel2 moves 16-byte vectors: rows must be whole vectors, pointers aligned
+    if rung == 2:  # about two 16-byte vectors per thread; kernel2 keeps up to four
+        threads = _round_up(-(-(n // vec) // 2), 32)
+    else:  # about eight elements per thread, a power of two
+        threads = 1 << max(0, (n // 8 - 1).bit_length())
+    threads = min(1024, max(32, threads))  # whole warps: the block reduction needs them
+    wf32 = "_wf32" if w is not None and w.dtype == torch.float32 else ""
+    kernel = get_kernel(CU_FILE, f"rmsnorm_kernel{rung}_{_SUFFIX[x.dtype]}{wf32}")
+    null = ctypes.c_void_p(0)
+    args = (x, w if w is not None else null, out, rstd if rstd is not None else null)
+    kernel(m, threads, (*args, ctypes.c_int64(n), ctypes.c_float(eps)))
+    return out
+
+
+# --8<-- [end:cuda_launch]
+
+
+def _launch_triton(
+    rung: int,
+    x: torch.Tensor,
+    w: torch.Tensor | None,
+    out: torch.Tensor,
+    eps: float,
+    rstd: torch.Tensor | None = None,
+) -> torch.Tensor:
+    from . import triton_kernels as tk
+
+    if rstd is None:
+        rstd = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
+    launch = tk.launch_kernel1 if rung == 1 else tk.launch_kernel2
+    return launch(x, w, out, rstd, eps)
+
+
+_CUDA_SOURCES = (CU_FILE, HERE.parent.parent / "cuda" / "common.cuh", Path(__file__))
+_TRITON_SOURCES = (HERE / "triton_kernels.py",)
+
+VARIANTS: dict[str, Variant] = {
+    "cuda:1": Variant(
+        OP,
+        "cuda:1",
+        lambda x, w, o, eps=1e-6, rstd=None: _launch_cuda(1, x, w, o, eps, rstd),
+        _CUDA_SOURCES,
+        "one block per row, a strided loop per thread, block reduction",
+    ),
+    "cuda:2": Variant(
+        OP,
+        "cuda:2",
+        lambda x, w, o, eps=1e-6, rstd=None: _launch_cuda(2, x, w, o, eps, rstd),
+        _CUDA_SOURCES,
+        "16-byte vectors, the row kept in registers between reduction and write",
+    ),
+    "triton:1": Variant(
+        OP,
+        "triton:1",
+        lambda x, w, o, eps=1e-6, rstd=None: _launch_triton(1, x, w, o, eps, rstd),
+        _TRITON_SOURCES,
+        "one row per program, the whole row in one block (rows up to 65536)",
+    ),
+    "triton:2": Variant(
+        OP,
+        "triton:2",
+        lambda x, w, o, eps=1e-6, rstd=None: _launch_triton(2, x, w, o, eps, rstd),
+        _TRITON_SOURCES,
+        "short rows packed per program; long rows in two passes, the second from L2",
+    ),
+}
+
+
+def _backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    w: torch.Tensor | None,
+    rstd: torch.Tensor,
+    *,
+    need_dw: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    from .triton_kernels import launch_backward
+
+    dx = torch.empty_like(x)
+    dw = launch_backward(dy, x, w, rstd, dx, need_dw=need_dw)
+    return dx, dw
+
+
+def rmsnorm_backward(
+    dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, rstd: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(dx, dweight) for 2-D contiguous ``x`` and ``dy`` and the forward's per-row ``rstd``.
+    The backward every rung shares (Triton)."""
+    return _backward(dy, x, weight, rstd)
+
+
+def default_impl(t: torch.Tensor) -> str:
+    """What :func:`rms_norm` runs when no impl is named."""
+    if t.is_cuda or os.environ.get("TRITON_INTERPRET") == "1":
+        return "triton:2"
+    return "torch"
+
+
+# --------------------------------------------------------------------------------------------
+# autograd
+# --------------------------------------------------------------------------------------------
+
+
+class RMSNormFunction(torch.autograd.Function):
+    """Forward with one of ``VARIANTS``, backward with the Triton kernels.
+
+    ``apply(x, weight, eps, impl)``: ``x`` contiguous, RMS over its last dimension;
+    ``weight`` of that size or None. Saves x, the weight and one fp32 rstd per row.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        x: torch.Tensor,
+        weight: torch.Tensor | None,
+        eps: float,
+        impl: str,
+    ) -> torch.Tensor:
+        n = x.shape[-1]
+        x2 = x.view(-1, n)
+        y = torch.empty_like(x2)
+        rstd = torch.empty(x2.shape[0], dtype=torch.float32, device=x.device)
+        w = None if weight is None else weight.view(n)
+        VARIANTS[impl].fn(x2, w, y, eps, rstd)
+        ctx.save_for_backward(x2, w, rstd)
+        ctx.x_shape = x.shape
+        ctx.w_shape = None if weight is None else weight.shape
+        return y.view(x.shape)
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, dy: torch.Tensor
+    ) -> tuple[torch.Tensor | None, ...]:
+        x2, w, rstd = ctx.saved_tensors
+        dy2 = dy.reshape(x2.shape).contiguous()
+        need_dw = w is not None and ctx.needs_input_grad[1]
+        dx, dw = _backward(dy2, x2, w, rstd, need_dw=need_dw)
+        dw_out = dw.view(ctx.w_shape) if dw is not None else None
+        return dx.view(ctx.x_shape), dw_out, None, None
+
+
+# --------------------------------------------------------------------------------------------
+# Public function and module
+# --------------------------------------------------------------------------------------------
+
+
+def _normalized(shape: int | Sequence[int] | torch.Size) -> tuple[int, ...]:
+    return (shape,) if isinstance(shape, int) else tuple(shape)
+
+
+def rms_norm(
+    x: torch.Tensor,
+    normalized_shape: int | Sequence[int] | torch.Size,
+    weight: torch.Tensor | None = None,
+    eps: float | None = None,
+    *,
+    impl: str | None = None,
+) -> torch.Tensor:
+    """RMSNorm of ``x`` over its trailing ``normalized_shape`` dimensions, with autograd.
+
+    Same arguments and result as ``torch.nn.functional.rms_norm``: ``eps=None`` means
+    ``torch.finfo(x.dtype).eps``; the output has x's dtype. ``x``: contiguous float32, float16
+    or bfloat16; ``weight``: ``normalized_shape``, in x's dtype or float32. ``impl``: a key of
+    ``VARIANTS`` or ``"torch"``; by default the fastest for the device. Raises TypeError /
+    ValueError naming the argument at fault.
+    """
+    op = OP
+    check_tensor(op, "x", x, dtypes=FLOAT_DTYPES, contiguous=True)
+    shape = _normalized(normalized_shape)
+    if not shape or tuple(x.shape[-len(shape) :]) != shape or x.dim() < len(shape):
+        raise ValueError(
+            f"{op}: normalized_shape {shape} must match the trailing dimensions of x, "
+            f"got x of shape {tuple(x.shape)}"
+        )
+    if weight is not None:
+        check_tensor(op, "weight", weight, dtypes=FLOAT_DTYPES, contiguous=True)
+        if tuple(weight.shape) != shape:
+            raise ValueError(
+                f"{op}: weight has shape {tuple(weight.shape)}, expected normalized_shape {shape}"
+            )
+        if weight.dtype not in (x.dtype, torch.float32):
+            raise TypeError(
+                f"{op}: weight has dtype {str(weight.dtype).removeprefix('torch.')}; it must be "
+                f"x's dtype ({str(x.dtype).removeprefix('torch.')}) or float32"
+            )
+        if weight.device != x.device:
+            raise ValueError(f"{op}: x is on {x.device} but weight is on {weight.device}")
+    eps = torch.finfo(x.dtype).eps if eps is None else float(eps)
+    if not eps >= 0.0:
+        raise ValueError(f"{op}: eps must be >= 0, got {eps}")
+    impl = impl or default_impl(x)
+    if impl == "torch":
+        return F.rms_norm(x, shape, weight, eps)
+    if impl not in VARIANTS:
+        raise ValueError(f"{op}: unknown impl {impl!r}; choose from {[*VARIANTS, 'torch']}")
+    check_device(op, impl, x)
+    if x.numel() == 0:
+        return torch.empty_like(x)
+    n = 1
+    for s in shape:
+        n *= s
+    x_rows = x.view(-1, n)
+    y = RMSNormFunction.apply(x_rows, weight, eps, impl)
+    return y.view(x.shape)
+
+
+class RMSNorm(torch.nn.RMSNorm):
+    """Drop-in for ``torch.nn.RMSNorm`` (same constructor, parameters and state dict) whose
+    forward runs minikernel's kernels. Inputs the kernels do not take (another device, float64,
+    a weight in a third dtype) go to PyTorch's own implementation, so it never refuses an input
+    that ``torch.nn.RMSNorm`` accepts. ``impl`` picks a variant (default: the fastest)."""
+
+    def __init__(
+        self,
+        normalized_shape: int | Sequence[int] | torch.Size,
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        *,
+        impl: str | None = None,
+    ) -> None:
+        super().__init__(normalized_shape, eps, elementwise_affine, device, dtype)
+        self.impl = impl
+
+    def _runs_here(self, x: torch.Tensor) -> bool:
+        w = self.weight
+        shape = tuple(self.normalized_shape)
+        return (
+            x.dtype in FLOAT_DTYPES
+            and x.dim() >= len(shape)
+            and tuple(x.shape[-len(shape) :]) == shape
+            and x.numel() > 0
+            and (x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1")
+            and (w is None or (w.dtype in (x.dtype, torch.float32) and w.device == x.device))
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self._runs_here(x):
+            return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+        return rms_norm(
+            x.contiguous(), self.normalized_shape, self.weight, self.eps, impl=self.impl
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Cases for the lab and for ncu: the same code times a variant and profiles it.
+# --------------------------------------------------------------------------------------------
+
+PEERS = ("torch:eager", "torch:compile", "torch:unfused", "liger", "quack")
+EPS = 1e-6  # the lab's eps, the same for every implementation
+
+
+def _unfused(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """The RMSNorm many model files still write (Hugging Face's LlamaRMSNorm): one PyTorch op
+    per line, each a kernel that reads and writes memory, the input upcast to fp32 first."""
+    h = x.to(torch.float32)
+    var = h.pow(2).mean(-1, keepdim=True)
+    h = h * torch.rsqrt(var + eps)
+    return w * h.to(x.dtype)
+
+
+def _peer_forward(impl: str, n: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    if impl == "torch:eager":
+        return lambda x, w: F.rms_norm(x, (n,), w, EPS)
+    if impl == "torch:compile":
+        return compiled(lambda x, w: F.rms_norm(x, (n,), w, EPS))  # built for this shape
+    if impl == "torch:unfused":
+        return lambda x, w: _unfused(x, w, EPS)
+    if impl == "liger":
+        ops = import_peer("liger_kernel.ops.rms_norm", "liger-kernel")
+        if n >= 65536:
+            raise PeerUnavailable(f"Liger's RMSNorm refuses rows of 65536 elements or more ({n})")
+        # offset 0, Llama casting, in place backward: Liger's defaults for LigerRMSNorm
+        return lambda x, w: ops.LigerRMSNormFunction.apply(x, w, EPS, 0.0, "llama", True)
+    if impl == "quack":
+        quack = import_peer("quack", "quack-kernels")
+        return lambda x, w: quack.rmsnorm(x, w, eps=EPS)
+    raise ValueError(f"{OP}: unknown peer {impl!r}; choose from {list(PEERS)}")
+
+
+def _with_inputs(run: Callable[[], object], *inputs: torch.Tensor) -> Callable[[], object]:
+    run.inputs = inputs  # type: ignore[attr-defined]  # the lab checks the output against them
+    return run
+
+
+def make_runner(
+    impl: str,
+    shape: list[int],
+    dtype: torch.dtype,
+    pass_: str = "fwd",
+    device: str = "cuda",
+    seed: int = 0,
+) -> Callable[[], object]:
+    """A no-argument callable that runs ``impl`` once on seeded inputs of ``shape`` = [M, N]:
+    the forward (``pass_="fwd"``) or the backward alone (``"bwd"``: dx and dweight, from a
+    graph built once here). Raises PeerUnavailable where a baseline cannot run the case.
+    ``runner.inputs`` holds (x, weight, dy), so a caller can check what the runner returns."""
+    m, n = shape
+    x, w, dy = make_inputs(m, n, dtype, device, seed, with_grad_out=True)
+    if impl in VARIANTS:
+        if pass_ == "fwd":
+            out = torch.empty_like(x)
+            rstd = torch.empty(m, dtype=torch.float32, device=x.device)
+            fn = VARIANTS[impl].fn
+            return _with_inputs(lambda: fn(x, w, out, EPS, rstd), x, w, dy)
+        forward = lambda a, b: rms_norm(a, (n,), b, EPS, impl=impl)
+    else:
+        forward = _peer_forward(impl, n)
+    if pass_ == "fwd":
+        forward(x, w)  # fail here, not inside the timer, if the peer refuses the case
+        return _with_inputs(lambda: forward(x, w), x, w, dy)
+    if pass_ != "bwd":
+        raise ValueError(f"{OP}: pass_ must be 'fwd' or 'bwd', got {pass_!r}")
+    x.requires_grad_(True)
+    w.requires_grad_(True)
+    # The backward pass is timed on its own, replaying this one graph (retain_graph=True);
+    # torch.compile's donated buffers forbid that, so the graph is built without them (they
+    # save memory in backward, not time).
+    cfg = torch._functorch.config
+    no_donation = (
+        cfg.patch(donated_buffer=False) if hasattr(cfg, "donated_buffer") else nullcontext()
+    )
+    with no_donation:
+        y = forward(x, w)
+    return _with_inputs(lambda: torch.autograd.grad(y, (x, w), dy, retain_graph=True), x, w, dy)

@@ -1,0 +1,190 @@
+// rmsnorm.cu: y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps), one rstd per row.
+//
+// Versions (one idea each; the registry key is cuda:N):
+//   rmsnorm_kernel1  one block per row; each thread strides over the row once for the sum of
+//                    squares and once more to write y (the second read mostly hits L1/L2)
+//   rmsnorm_kernel2  16-byte vectors, and the row kept in registers between the two steps
+//                    (up to 4 vectors per thread x 1024 threads); longer rows fall back to two
+//                    vectorised passes
+//
+// Byte model: read x, write y (2 * M * N * sizeof(T)) plus the weight once (N * sizeof(W)).
+// Every dtype computes in fp32 and rounds once on the store. The weight is either the input's
+// dtype or fp32: each kernel is stamped for both (suffix _wf32 for an fp32 weight). The weight
+// pointer may be null (no elementwise affine); rstd may be null (not needed without autograd).
+#include "common.cuh"
+
+// --------------------------------------------------------------------------------------------
+// Block-wide sum
+// --------------------------------------------------------------------------------------------
+
+// Sum of one float per thread over the whole block (blockDim.x a multiple of 32, <= 1024).
+// Warps reduce with shuffles (no shared memory, no barrier), then warp 0 reduces the 32 warp
+// sums. Every thread gets the total. `scratch` holds 32 floats of shared memory.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();  // every warp's sum is in scratch
+    if (warp == 0) {
+        const int n_warps = blockDim.x >> 5;
+        v = lane < n_warps ? scratch[lane] : 0.0f;
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+        if (lane == 0) scratch[0] = v;  // all of warp 0 has read scratch[] before this write
+    }
+    __syncthreads();  // scratch[0] holds the total
+    const float total = scratch[0];
+    __syncthreads();  // nobody may overwrite scratch[0] before everyone has read it
+    return total;
+}
+
+template <typename W> __device__ __forceinline__ float weight_at(const W* w, long long j) {
+    return w ? to_float(w[j]) : 1.0f;  // the same branch for every thread: no divergence
+}
+
+// --------------------------------------------------------------------------------------------
+// GPU kernels
+// --------------------------------------------------------------------------------------------
+
+// --8<-- [start:kernel1]
+template <typename T, typename W>
+__device__ __forceinline__ void rmsnorm1(const T* x, const W* w, T* y, float* rstd_out,
+                                         long long n, float eps) {
+    __shared__ float scratch[32];
+    const long long row = blockIdx.x;  // one block per row; 64-bit so row * n cannot overflow
+    const T* xr = x + row * n;
+    T* yr = y + row * n;
+    // Step 1: each thread sums the squares of the elements j = tid, tid + blockDim, ...
+    // Consecutive threads read consecutive elements: the warp's loads coalesce.
+    float ss = 0.0f;
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+        const float v = to_float(xr[j]);
+        ss += v * v;
+    }
+    const float rstd = rsqrtf(block_sum(ss, scratch) / static_cast<float>(n) + eps);
+    // Step 2: read x again (this block just read it: L1/L2 hits for rows of modest size).
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+        yr[j] = from_float<T>(to_float(xr[j]) * rstd * weight_at(w, j));
+    }
+    if (rstd_out && threadIdx.x == 0) rstd_out[row] = rstd;
+}
+
+#define RMSNORM1(SUFFIX, T)                                                                    \
+    extern "C" __global__ void __launch_bounds__(1024)                                         \
+        rmsnorm_kernel1_##SUFFIX(const T* x, const T* w, T* y, float* rstd, long long n,       \
+                                 float eps) {                                                  \
+        rmsnorm1<T, T>(x, w, y, rstd, n, eps);                                                 \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(1024) rmsnorm_kernel1_##SUFFIX##_wf32(        \
+        const T* x, const float* w, T* y, float* rstd, long long n, float eps) {               \
+        rmsnorm1<T, float>(x, w, y, rstd, n, eps);                                             \
+    }
+MK_FOR_EACH_DTYPE(RMSNORM1)
+// --8<-- [end:kernel1]
+
+// --8<-- [start:kernel2]
+// The weights are read through the read-only path with a plain (cached) 16-byte load: every
+// block reads the same N weights, so they stay in L2 (and L1) after the first blocks.
+template <typename W, int K>
+__device__ __forceinline__ void load_weights(const W* w, long long j, float (&out)[K]) {
+    if (!w) {
+#pragma unroll
+        for (int e = 0; e < K; ++e) out[e] = 1.0f;
+        return;
+    }
+    constexpr int WN = Vec<W>::N;  // K is a multiple of WN: a weight is at least as wide as T
+#pragma unroll
+    for (int c = 0; c < K; c += WN) {
+        const uint4 raw = __ldg(reinterpret_cast<const uint4*>(w + j + c));
+        const Vec<W> v = *reinterpret_cast<const Vec<W>*>(&raw);
+#pragma unroll
+        for (int e = 0; e < WN; ++e) out[c + e] = to_float(v.v[e]);
+    }
+}
+
+constexpr int KERNEL2_VECS = 4;  // vectors per thread kept in registers (16 regs of data)
+
+// Needs n % Vec<T>::N == 0 and 16-byte aligned x, y, w (the host checks; kernel1 otherwise).
+template <typename T, typename W>
+__device__ __forceinline__ void rmsnorm2(const T* x, const W* w, T* y, float* rstd_out,
+                                         long long n, float eps) {
+    constexpr int V = Vec<T>::N;  // elements per 16-byte vector: 4 (fp32) or 8 (fp16, bf16)
+    __shared__ float scratch[32];
+    const long long row = blockIdx.x;
+    const T* xr = x + row * n;
+    T* yr = y + row * n;
+    const long long n_vec = n / V;
+    const int tid = threadIdx.x;
+    const int threads = blockDim.x;
+    if (n_vec <= static_cast<long long>(KERNEL2_VECS) * threads) {
+        // The whole row fits: read it once into registers (thread t holds vectors t, t + T,
+        // t + 2T, ..., so a warp reads 512 consecutive bytes per step), reduce, write.
+        Vec<T> keep[KERNEL2_VECS];
+        float ss = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KERNEL2_VECS; ++k) {
+            const long long i = tid + static_cast<long long>(k) * threads;
+            if (i < n_vec) {
+                keep[k] = load_vec(xr + i * V);  // streaming: x is not read again from memory
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    const float v = to_float(keep[k].v[e]);
+                    ss += v * v;
+                }
+            }
+        }
+        const float rstd = rsqrtf(block_sum(ss, scratch) / static_cast<float>(n) + eps);
+#pragma unroll
+        for (int k = 0; k < KERNEL2_VECS; ++k) {
+            const long long i = tid + static_cast<long long>(k) * threads;
+            if (i < n_vec) {
+                float wf[V];
+                load_weights(w, i * V, wf);
+                Vec<T> out;
+#pragma unroll
+                for (int e = 0; e < V; ++e) out.v[e] = from_float<T>(to_float(keep[k].v[e]) * rstd * wf[e]);
+                store_vec(yr + i * V, out);
+            }
+        }
+        if (rstd_out && tid == 0) rstd_out[row] = rstd;
+        return;
+    }
+    // A row longer than the registers hold: two vectorised passes, the second one reading x
+    // back from L2 (the first pass uses a normal load, so the lines are kept).
+    float ss = 0.0f;
+    for (long long i = tid; i < n_vec; i += threads) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(xr + i * V);
+        const Vec<T> v = *reinterpret_cast<const Vec<T>*>(&raw);
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const float f = to_float(v.v[e]);
+            ss += f * f;
+        }
+    }
+    const float rstd = rsqrtf(block_sum(ss, scratch) / static_cast<float>(n) + eps);
+    for (long long i = tid; i < n_vec; i += threads) {
+        const Vec<T> v = load_vec(xr + i * V);
+        float wf[V];
+        load_weights(w, i * V, wf);
+        Vec<T> out;
+#pragma unroll
+        for (int e = 0; e < V; ++e) out.v[e] = from_float<T>(to_float(v.v[e]) * rstd * wf[e]);
+        store_vec(yr + i * V, out);
+    }
+    if (rstd_out && tid == 0) rstd_out[row] = rstd;
+}
+
+#define RMSNORM2(SUFFIX, T)                                                                    \
+    extern "C" __global__ void __launch_bounds__(1024)                                         \
+        rmsnorm_kernel2_##SUFFIX(const T* x, const T* w, T* y, float* rstd, long long n,       \
+                                 float eps) {                                                  \
+        rmsnorm2<T, T>(x, w, y, rstd, n, eps);                                                 \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(1024) rmsnorm_kernel2_##SUFFIX##_wf32(        \
+        const T* x, const float* w, T* y, float* rstd, long long n, float eps) {               \
+        rmsnorm2<T, float>(x, w, y, rstd, n, eps);                                             \
+    }
+MK_FOR_EACH_DTYPE(RMSNORM2)
+// --8<-- [end:kernel2]

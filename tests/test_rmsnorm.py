@@ -1,0 +1,332 @@
+"""RMSNorm: every forward rung and the backward against the fp64 reference (and its autograd),
+the drop-in module, bad input, and wrong-kernel fixtures the checker must reject."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import DEVICE, HAS_GPU, INTERPRET
+
+from minikernel.kernels.rmsnorm import (
+    VARIANTS,
+    RMSNorm,
+    bwd_bytes,
+    fwd_bytes,
+    make_inputs,
+    reference,
+    reference_grads,
+    rms_norm,
+    rmsnorm_backward,
+)
+from minikernel.kernels.rmsnorm.triton_kernels import KERNEL1_MAX_N, MAX_REGISTER_ROW
+from minikernel.testing import run_checked
+
+EPS = 1e-6
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+# (M, N), each there to break something:
+SHAPES = [
+    (3, 1),  # one element per row: rstd is 1/|x|, the block is all mask but one lane
+    (5, 127),  # one short of a power of two, odd: a partial 16-byte vector, masked tail
+    (37, 64),  # short rows packed 64 per program, the only program partly empty
+    (130, 100),  # several packed programs, the last one with 2 rows of 32
+    (4, 4097),  # one past 4096: an 8192 block with the tail almost all masked
+    (2, MAX_REGISTER_ROW + 1),  # the first length walked in tiles (kernel2), partial last tile
+    (2, KERNEL1_MAX_N + 1),  # past what kernel1 takes: long rows, kernel2 only
+]
+# Forward: one rounding of a result computed in fp32 from a sum of N squares.
+FWD_TOL = {
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (1e-3, 1e-3),
+    torch.bfloat16: (1e-2, 8e-3),
+}
+# Backward, relative to the size of the gradient: dx = rstd * (g - xhat * mean(g * xhat))
+# subtracts two terms of similar size, and dw sums M products.
+BWD_RTOL = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def _skip_reason(impl: str, dtype: torch.dtype, n: int = 1) -> str | None:
+    if impl.startswith("cuda:") and not HAS_GPU:
+        return "CUDA C kernels need a GPU (they are compile-checked in test_cuda_compile.py)"
+    if INTERPRET and dtype == torch.bfloat16:
+        return "Triton's interpreter computes bf16 wrong (NaN); bf16 is tested on the GPU"
+    if impl == "triton:1" and n > KERNEL1_MAX_N:
+        return "triton:1 refuses rows this long (tested in test_kernel1_refuses_long_rows)"
+    return None
+
+
+def _device(impl: str) -> str:
+    return "cuda" if impl.startswith("cuda:") else DEVICE
+
+
+def _weights(dtype: torch.dtype) -> list[str]:
+    return ["same", "fp32", "none"] if dtype != torch.float32 else ["same", "none"]
+
+
+def _pick_weight(w: torch.Tensor, x_dtype: torch.dtype, kind: str) -> torch.Tensor | None:
+    if kind == "none":
+        return None
+    return w.to(torch.float32 if kind == "fp32" else x_dtype)
+
+
+# --- forward --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wkind", ["same", "fp32", "none"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("impl", sorted(VARIANTS))
+def test_forward_matches_reference(
+    impl: str, shape: tuple[int, int], dtype: torch.dtype, wkind: str
+) -> None:
+    m, n = shape
+    if (why := _skip_reason(impl, dtype, n)) is not None:
+        pytest.skip(why)
+    if wkind not in _weights(dtype):
+        pytest.skip("an fp32 weight on fp32 input is the 'same' case")
+    x, w = make_inputs(m, n, dtype, _device(impl), seed=m * n)
+    w = _pick_weight(w, dtype, wkind)
+    fn = VARIANTS[impl].fn
+    inputs = [x] if w is None else [x, w]
+    kernel = (lambda a, o: fn(a, None, o, EPS)) if w is None else (lambda a, b, o: fn(a, b, o, EPS))
+    run_checked(
+        kernel, inputs, reference(x, w, EPS), tolerances=FWD_TOL, name=impl
+    ).raise_if_failed()
+
+
+def test_kernel1_refuses_long_rows() -> None:
+    x, w = make_inputs(1, KERNEL1_MAX_N + 1, torch.float32, DEVICE)
+    with pytest.raises(ValueError, match="triton:1 keeps the whole row in one block"):
+        rms_norm(x, (x.shape[1],), w, EPS, impl="triton:1")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [65536, 131072])
+@pytest.mark.parametrize("impl", sorted(VARIANTS))
+def test_forward_long_rows_bf16_on_gpu(impl: str, n: int) -> None:
+    """The lab's longest rows, in bf16, on a real GPU (kernel2's tiled path, CUDA's fallback)."""
+    if impl == "triton:1" and n > KERNEL1_MAX_N:
+        pytest.skip("triton:1 refuses rows this long")
+    x, w = make_inputs(8, n, torch.bfloat16, "cuda", seed=n)
+    fn = VARIANTS[impl].fn
+    run_checked(
+        lambda a, b, o: fn(a, b, o, EPS), [x, w], reference(x, w, EPS), tolerances=FWD_TOL
+    ).raise_if_failed()
+
+
+# --- backward -------------------------------------------------------------------------------
+
+BWD_SHAPES = [
+    (3, 1),  # dx is tiny here (x/|x| barely depends on x): tests the cancellation
+    (5, 127),
+    (130, 100),  # several programs, each with its own dweight partial, and a partial last one
+    (4, 4097),  # the largest tile that prefetches the next rows
+    (3, 10000),  # a single tile too big to prefetch (PREFETCH off)
+    (3, MAX_REGISTER_ROW + 1),  # long rows: the row-reduction + column-block kernels
+]
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, scale: float, rtol: float, what: str) -> None:
+    err = float((got.double() - want).abs().max())
+    assert err <= rtol * scale, f"{what}: max abs err {err:.3g} > {rtol:g} x scale {scale:.3g}"
+
+
+@pytest.mark.parametrize("wkind", ["same", "fp32", "none"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+@pytest.mark.parametrize("shape", BWD_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_backward_matches_autograd_of_reference(
+    shape: tuple[int, int], dtype: torch.dtype, wkind: str
+) -> None:
+    m, n = shape
+    if (why := _skip_reason("triton:2", dtype)) is not None:
+        pytest.skip(why)
+    if wkind not in _weights(dtype):
+        pytest.skip("an fp32 weight on fp32 input is the 'same' case")
+    x, w, dy = make_inputs(m, n, dtype, DEVICE, seed=7 + n, with_grad_out=True)
+    w = _pick_weight(w, dtype, wkind)
+    xg = x.clone().requires_grad_(True)
+    wg = None if w is None else w.clone().requires_grad_(True)
+    y = rms_norm(xg, (n,), wg, EPS)
+    y.backward(dy)
+    dx_ref, dw_ref = reference_grads(x, w, dy, EPS)
+    # The natural size of dx: rstd * |dy * w| (each of its two terms is about that big).
+    w64 = torch.ones(n, dtype=torch.float64) if w is None else w.double().cpu()
+    rstd = torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + EPS).cpu()
+    scale = float((dy.double().cpu().abs() * w64.abs() * rstd).max())
+    rtol = BWD_RTOL[dtype]
+    _close(xg.grad, dx_ref, scale, rtol, "dx")
+    assert xg.grad.dtype == dtype
+    if w is not None:
+        assert wg.grad.dtype == w.dtype
+        # dw sums M products of size |dy * xhat|: compare against that sum's size
+        _close(wg.grad, dw_ref, float(dw_ref.abs().max()) + 1.0, rtol, "dw")
+
+
+def test_backward_dweight_is_deterministic() -> None:
+    x, w, dy = make_inputs(130, 300, torch.float32, DEVICE, seed=3, with_grad_out=True)
+    y = rms_norm(x, (300,), w, EPS)
+    rstd = torch.rsqrt(x.pow(2).mean(-1) + EPS)
+    first = rmsnorm_backward(dy, x, w, rstd)
+    for _ in range(2):
+        again = rmsnorm_backward(dy, x, w, rstd)
+        assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    assert y.shape == x.shape
+
+
+def test_backward_checked_for_writes_outside_dx() -> None:
+    """dx through run_checked: no write past its end, no element left unwritten."""
+    m, n = 37, 200
+    x, w, dy = make_inputs(m, n, torch.float32, DEVICE, seed=11, with_grad_out=True)
+    dx_ref, _ = reference_grads(x, w, dy, EPS)
+
+    def backward_into(xx: torch.Tensor, ww: torch.Tensor, d: torch.Tensor, out: torch.Tensor):
+        from minikernel.kernels.rmsnorm.triton_kernels import launch_backward
+
+        rstd = torch.rsqrt(xx.pow(2).mean(-1) + EPS)
+        launch_backward(d, xx, ww, rstd, out)
+        return out
+
+    run_checked(
+        backward_into, [x, w, dy], dx_ref, tolerances={torch.float32: (1e-5, 1e-4)}
+    ).raise_if_failed()
+
+
+# --- the module -----------------------------------------------------------------------------
+
+
+def test_module_is_a_drop_in_for_torch_rmsnorm() -> None:
+    torch.manual_seed(0)
+    ours = RMSNorm((4, 8), eps=1e-5)
+    theirs = torch.nn.RMSNorm((4, 8), eps=1e-5)
+    assert isinstance(ours, torch.nn.RMSNorm)
+    with torch.no_grad():
+        theirs.weight.uniform_(0.5, 1.5)
+    ours.load_state_dict(theirs.state_dict())  # same parameter names and shapes
+    assert repr(ours) == repr(theirs)
+    x = torch.randn(3, 5, 4, 8, device=DEVICE) + 0.5
+    ours, theirs = ours.to(DEVICE), theirs.to(DEVICE)
+    torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_module_default_eps_and_gradients(affine: bool) -> None:
+    ours = RMSNorm(33, elementwise_affine=affine).to(DEVICE)
+    theirs = torch.nn.RMSNorm(33, elementwise_affine=affine).to(DEVICE)
+    assert ours.eps is None  # None means torch.finfo(x.dtype).eps, as in PyTorch
+    x = torch.randn(6, 33, device=DEVICE)
+    x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+    y1, y2 = ours(x1), theirs(x2)
+    torch.testing.assert_close(y1, y2, atol=1e-5, rtol=1e-5)
+    g = torch.randn_like(y1)
+    y1.backward(g)
+    y2.backward(g)
+    torch.testing.assert_close(x1.grad, x2.grad, atol=1e-5, rtol=1e-4)
+    if affine:
+        torch.testing.assert_close(ours.weight.grad, theirs.weight.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_module_mixed_dtypes_follow_torch() -> None:
+    """An fp16 input with the module's fp32 weight: the output keeps the input's dtype, as
+    torch.nn.RMSNorm does."""
+    ours = RMSNorm(64, eps=EPS).to(DEVICE)
+    x = (torch.randn(4, 64) + 0.5).to(DEVICE, torch.float16)
+    y = ours(x)
+    assert y.dtype == torch.float16
+    torch.testing.assert_close(
+        y.double(), reference(x, ours.weight.detach(), EPS), atol=1e-3, rtol=1e-3
+    )
+
+
+def test_module_falls_back_to_torch_for_what_the_kernels_do_not_take() -> None:
+    ours = RMSNorm(16, dtype=torch.float64, device=DEVICE)
+    x = torch.randn(3, 16, dtype=torch.float64, device=DEVICE)
+    torch.testing.assert_close(ours(x), F.rms_norm(x, (16,), ours.weight))
+    x_t = torch.randn(16, 3, device=DEVICE).t()  # non-contiguous: made contiguous, then ours
+    ours32 = RMSNorm(16).to(DEVICE)
+    torch.testing.assert_close(ours32(x_t), F.rms_norm(x_t, (16,), ours32.weight))
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+
+def _x(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.ones(*shape, dtype=dtype, device=DEVICE)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "match"),
+    [
+        (([1.0], (1,)), {}, TypeError, "x must be a torch.Tensor"),
+        ((_x(4, 8, dtype=torch.float64), (8,)), {}, TypeError, "x has dtype float64"),
+        ((torch.ones(8, 4, device=DEVICE).t(), (8,)), {}, ValueError, "x must be contiguous"),
+        ((_x(4, 8), (7,)), {}, ValueError, r"normalized_shape \(7,\) must match"),
+        ((_x(4, 8), (8,), _x(7)), {}, ValueError, r"weight has shape \(7,\)"),
+        (
+            (_x(4, 8, dtype=torch.float16), (8,), _x(8, dtype=torch.bfloat16)),
+            {},
+            TypeError,
+            "weight has dtype bfloat16; it must be x's dtype",
+        ),
+        ((_x(4, 8), (8,), None, -1.0), {}, ValueError, "eps must be >= 0"),
+        ((_x(4, 8), (8,)), {"impl": "triton:9"}, ValueError, "unknown impl 'triton:9'"),
+    ],
+    ids=[
+        "not-a-tensor",
+        "float64",
+        "non-contiguous",
+        "shape-mismatch",
+        "weight-shape",
+        "weight-dtype",
+        "negative-eps",
+        "unknown-impl",
+    ],
+)
+def test_bad_input_raises(args, kwargs, error, match) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(error, match=match):
+        rms_norm(*args, **kwargs)
+
+
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
+def test_cuda_impl_on_cpu_tensors_is_refused() -> None:
+    with pytest.raises(ValueError, match="impl 'cuda:2' runs on a CUDA GPU"):
+        rms_norm(_x(2, 8), (8,), impl="cuda:2")
+
+
+def test_empty_input_returns_empty() -> None:
+    assert rms_norm(_x(0, 8), (8,)).shape == (0, 8)
+
+
+def test_byte_models() -> None:
+    assert fwd_bytes(4, 1024, torch.bfloat16, torch.bfloat16) == 2 * 4 * 1024 * 2 + 1024 * 2
+    assert fwd_bytes(4, 1024, torch.float32) == 2 * 4 * 1024 * 4
+    assert bwd_bytes(4, 1024, torch.bfloat16, torch.float32) == 3 * 4 * 1024 * 2 + 2 * 1024 * 4
+
+
+# --- the checker must reject deliberately wrong kernels -------------------------------------
+
+
+def test_checker_rejects_kernel_without_mask() -> None:
+    from fixtures.rmsnorm_wrong import rmsnorm_nomask
+
+    x, w = make_inputs(5, 100, torch.float32, DEVICE)  # 100: a 128 block, 28 lanes past the row
+    result = run_checked(rmsnorm_nomask, [x, w], reference(x, w, EPS), tolerances=FWD_TOL)
+    assert not result.ok
+    assert result.wrote_outside, result.message
+
+
+def test_checker_rejects_layernorm_instead_of_rmsnorm() -> None:
+    from fixtures.rmsnorm_wrong import rmsnorm_as_layernorm
+
+    x, w = make_inputs(5, 100, torch.float32, DEVICE)  # inputs centred on 0.5, not 0
+    result = run_checked(rmsnorm_as_layernorm, [x, w], reference(x, w, EPS), tolerances=FWD_TOL)
+    assert not result.ok and result.mismatches > 0 and not result.wrote_outside
+
+
+def test_checker_rejects_rows_left_unwritten() -> None:
+    from fixtures.rmsnorm_wrong import rmsnorm_rows_short
+
+    x, w = make_inputs(7, 32, torch.float32, DEVICE)  # 7 rows, 4 per program: 3 never written
+    result = run_checked(rmsnorm_rows_short, [x, w], reference(x, w, EPS), tolerances=FWD_TOL)
+    assert not result.ok
+    assert result.unwritten == 3 * 32, result.message
