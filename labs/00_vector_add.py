@@ -144,7 +144,7 @@ for dtype in (torch.float32, torch.bfloat16):
 
 # %%
 N_PROFILE = 2**28
-for impl in ("cuda:2", "triton:1", "torch:eager"):
+for impl in ("cuda:2", "cuda:3", "triton:1", "torch:eager"):
     lab.profile(impl, [N_PROFILE], "float32", model_bytes=va.bytes_moved(N_PROFILE, torch.float32))
 
 lab.extra["compile_times"] = compile_times.measure(

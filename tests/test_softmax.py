@@ -104,7 +104,13 @@ def test_variant_matches_reference(impl: str, shape: tuple[int, int], dtype: tor
         with pytest.raises(UnsupportedShape, match=impl.replace(":", ".")):
             softmax(x, impl=impl)
         pytest.skip(f"refused by design: {limit}")
-    result = run_checked(_run(impl), [x], reference(x), tolerances=TOLERANCES, name=impl)
+    tol = TOLERANCES
+    if impl in ("cuda:1", "cuda:2") and n > 32768 and dtype == torch.float32:
+        # These two rungs sum the row serially in fp32 (one thread adds n terms in order), so
+        # their rounding error grows like sqrt(n) * 2^-24 rather than log(n) * 2^-24 for a tree:
+        # about 2e-5 relative at n = 131079 on the H200. That is the lesson of rung 3, not a bug.
+        tol = {**TOLERANCES, torch.float32: (1e-12, 1e-4)}
+    result = run_checked(_run(impl), [x], reference(x), tolerances=tol, name=impl)
     result.raise_if_failed()
 
 

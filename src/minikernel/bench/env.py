@@ -17,7 +17,12 @@ REPO = Path(__file__).resolve().parents[3]
 def _git(*args: str) -> str | None:
     try:
         out = subprocess.run(
-            ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=True
+            ["git", "-c", f"safe.directory={REPO}", *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         )
     except (OSError, subprocess.SubprocessError):
         return None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,7 +169,12 @@ def plan(rung: int, m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Pla
         )
     if rung in (5, 6, 7, 9) and n > _INT32_MAX:
         raise _refuse(rung, "it indexes a row with 32-bit integers", m, n, dtype)
-    return _PLANNERS[rung](m, n, dtype, dev)
+    try:
+        return _PLANNERS[rung](m, n, dtype, dev)
+    except UnsupportedShape as exc:  # a rung that hands long rows down names itself, not the
+        msg = str(exc)  # rung it fell back to
+        new = re.sub(r"impl 'cuda:\d+'", f"impl 'cuda:{rung}'", msg, count=1)
+        raise UnsupportedShape(new) from None
 
 
 # --------------------------------------------------------------------------------------------
