@@ -69,13 +69,6 @@ def section_done(name: str) -> None:
     print(f"[softmax] {name}: {SECTIONS[name]} s", flush=True)
 
 
-# (atol, rtol) per dtype: see tests/test_softmax.py for why each value.
-TOLERANCES = {
-    torch.float32: (1e-12, 1e-5),
-    torch.float16: (6e-8, 1e-3),
-    torch.bfloat16: (1e-12, 8e-3),
-}
-
 # %% [markdown] lang="en"
 # ## 1. Correct first
 #
@@ -123,7 +116,7 @@ def check(impl: str, x: torch.Tensor) -> str:
         lambda t, out: sm.softmax(t, impl=impl, out=out),
         [xin],
         sm.reference(xin),
-        tolerances=TOLERANCES,
+        tolerances=sm.tolerances(impl, n),
         name=impl,
     ).raise_if_failed()
     return "ok"

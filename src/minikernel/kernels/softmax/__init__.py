@@ -20,7 +20,7 @@ from minikernel.bench.peers import compiled
 from minikernel.kernels._registry import Variant
 
 from .cuda_kernels import CU_FILE, RUNGS, UnsupportedShape, device_facts, plan
-from .reference import make_inputs, reference
+from .reference import TOLERANCES, make_inputs, reference, tolerances
 
 OP = "softmax"
 HERE = Path(__file__).resolve().parent
@@ -29,6 +29,7 @@ __all__ = [
     "FALLBACK_ORDER",
     "OP",
     "PEERS",
+    "TOLERANCES",
     "VARIANTS",
     "UnsupportedShape",
     "bytes_moved",
@@ -38,6 +39,7 @@ __all__ = [
     "reference",
     "softmax",
     "supports",
+    "tolerances",
 ]
 
 
