@@ -149,6 +149,7 @@ Q = _t(1, 2, 8, 64)
         (Q, Q, Q, {"causal": 1}, TypeError, "causal must be a bool"),
         (Q, Q, Q, {"scale": "0.1"}, TypeError, "scale must be a float"),
         (Q, Q, Q, {"scale": float("nan")}, ValueError, "scale must be finite"),
+        (Q, Q, Q, {"scale": -0.125}, ValueError, "finite and positive, got -0.125"),
         (Q, Q, Q, {"impl": "cuda:1"}, ValueError, "unknown impl 'cuda:1'"),
         (
             Q,
@@ -172,6 +173,7 @@ Q = _t(1, 2, 8, 64)
         "causal-not-bool",
         "scale-not-number",
         "scale-nan",
+        "scale-negative",
         "unknown-impl",
         "bad-out",
     ],

@@ -312,3 +312,17 @@ def test_figure_from_another_gpu_than_the_page_names_is_flagged(flagged_site: Pa
     html = (flagged_site / "other" / "index.html").read_text()
     assert "measured on NVIDIA H200, not on the rtx-5090 this page names" in html
     assert "not on the" not in (flagged_site / "index.html").read_text()
+
+
+def test_two_records_for_one_cell_fail_instead_of_hiding_one() -> None:
+    f = results_file()
+    extra = dict(one(f, impl="cuda:1", shape=[1024]), epilogue="bias+relu", median_us=9.0)
+    f.data["records"].append(extra)
+    with pytest.raises(render.ClaimFailed, match="two records for cuda:1"):
+        render.pivot_table(f, field="median_us", lang="en", href="r.json")
+    # a field a record lacks matches "none": the plain records, without the epilogue one
+    md = render.pivot_table(
+        f, field="median_us", lang="en", href="r.json", extra={"epilogue": "none"}
+    )
+    assert "9.00" not in md
+    assert one(f, impl="cuda:1", shape=[1024], epilogue="bias+relu")["median_us"] == 9.0

@@ -54,11 +54,20 @@ def results_file(op: str, slug: str, root: Path = RESULTS_DIR) -> ResultsFile:
     return ResultsFile(op, slug, path, _load_cached(str(path), path.stat().st_mtime))
 
 
+ABSENT = "none"
+"""A selector value that matches records without the field: ``where={"epilogue": "none"}``
+picks the plain GEMM records, not the ones with a fused epilogue."""
+
+
 def _matches(rec: dict[str, Any], sel: dict[str, Any]) -> bool:
     for key, want in sel.items():
         if want is None:
             continue
-        have = rec.get(key, "fwd" if key == "pass" else None)
+        if key not in rec and key != "pass":
+            if want == ABSENT:
+                continue
+            return False
+        have = rec.get(key, "fwd")
         if key == "shape":
             if list(have or []) != list(want):
                 return False

@@ -296,7 +296,15 @@ def pivot_table(
             dict.fromkeys(_shape_key(r) for r in recs), key=lambda s: [str(x).zfill(12) for x in s]
         )
     )
-    by = {(_shape_key(r), r["impl"]): r for r in recs}
+    by: dict[tuple, dict[str, Any]] = {}
+    for r in recs:
+        key = (_shape_key(r), r["impl"])
+        if key in by:
+            raise ClaimFailed(
+                f"{f.path.name}: two records for {key[1]} at {list(key[0])} ({dtype}, {pass_}); "
+                "narrow the selection with where={...} (a field a record lacks matches 'none')"
+            )
+        by[key] = r
     missing = [i for i in impl_list if not any(k[1] == i for k in by)]
     if missing:
         raise ClaimFailed(f"{f.path.name}: no records for impl(s) {missing} (dtype={dtype})")
@@ -343,7 +351,14 @@ def grid_table(
         raise ClaimFailed(f"{f.path.name}: no records with fields {rows!r} and {cols!r} {where}")
     row_vals = sorted(dict.fromkeys(r[rows] for r in recs))
     col_vals = sorted(dict.fromkeys(r[cols] for r in recs))
-    by = {(r[rows], r[cols]): r for r in recs}
+    by: dict[tuple, dict[str, Any]] = {}
+    for r in recs:
+        if (r[rows], r[cols]) in by:
+            raise ClaimFailed(
+                f"{f.path.name}: two records at {rows}={r[rows]}, {cols}={r[cols]}; "
+                "narrow the selection with where={...}"
+            )
+        by[(r[rows], r[cols])] = r
     present = [r[field] for r in recs if r.get(field) is not None]
     winner = (max if best == "max" else min)(present) if (best and present) else None
     lines = [

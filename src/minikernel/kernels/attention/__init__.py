@@ -121,8 +121,10 @@ def _check_inputs(
     if scale is not None:
         if isinstance(scale, bool) or not isinstance(scale, int | float):
             raise TypeError(f"{op}: scale must be a float or None, got {type(scale).__name__}")
-        if not math.isfinite(scale):
-            raise ValueError(f"{op}: scale must be finite, got {scale}")
+        if not math.isfinite(scale) or scale <= 0:
+            # The kernel takes each row's max of q.k before scaling, which is the max of the
+            # scaled scores only for a positive scale.
+            raise ValueError(f"{op}: scale must be finite and positive, got {scale}")
     return q, k, v
 
 
