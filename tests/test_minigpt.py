@@ -199,6 +199,7 @@ def test_ulp_distance() -> None:
 
 # --- PyTorch's own primitives: a tolerance, not bytes ----------------------------------------
 
+# --8<-- [start:tolerance]
 # max |torch - numpy| / max |numpy| for ops="torch". Reasons:
 # float64: matmul through BLAS / cuBLAS and vectorised sums reorder additions (each reordering
 #   moves a sum by up to ~K * 2**-53 of its terms' size), and library exp / sqrt are within a
@@ -209,6 +210,7 @@ def test_ulp_distance() -> None:
 #   to 2**-10 per input of every matmul, carried through 2 * n_layer + 1 chained products and
 #   amplified by softmax and LayerNorm: 2e-2 (~20 units of 2**-10).
 TOLERANCE = {"float64": 1e-12, "float32": 1e-4, "tf32": 2e-2}
+# --8<-- [end:tolerance]
 
 
 @pytest.mark.parametrize("init", ["gpt2", "wide"])

@@ -441,6 +441,7 @@ def test_default_impl_on_gpu_is_a_fused_kernel() -> None:
 # --- exercise E2: remove the mask ------------------------------------------------------------
 
 
+# --8<-- [start:e2]
 @pytest.mark.gpu
 def test_maskless_kernel_corrupts_rows_whose_length_is_not_a_power_of_two() -> None:
     from fixtures.softmax_wrong import softmax_nomask
@@ -479,6 +480,7 @@ def test_interpreter_runs_the_maskless_kernel_past_each_row() -> None:
     xs = make_inputs(16, n, torch.float32, "cpu", seed=13)
     result = run_checked(softmax_nomask, [xs], reference(xs), tolerances=TOLERANCES)
     assert result.wrote_outside and result.mismatches > 0, result.message
+    # --8<-- [end:e2]
 
 
 # --- the lab, on a CPU ----------------------------------------------------------------------

@@ -49,6 +49,7 @@ class CheckResult:
         return self
 
 
+# --8<-- [start:guard]
 def _guarded(t: torch.Tensor, margin: int, fill: str, gen: torch.Generator) -> tuple:
     """A copy of ``t`` inside a 1-D buffer with ``margin`` extra elements on each side."""
     n = t.numel()
@@ -62,6 +63,7 @@ def _guarded(t: torch.Tensor, margin: int, fill: str, gen: torch.Generator) -> t
         buf[margin + n :].copy_(edges[1])
         view.copy_(t)
     return buf, view
+    # --8<-- [end:guard]
 
 
 def run_checked(
@@ -84,6 +86,7 @@ def run_checked(
     out_buf, out = _guarded(
         torch.empty(reference.shape, dtype=dtype, device=inputs[0].device), margin, "nan", gen
     )
+    # --8<-- [start:checks]
     margins_before = torch.cat([out_buf[:margin], out_buf[out_buf.numel() - margin :]]).clone()
     kernel(*[v for _, v in guarded], out)
     if out.is_cuda:
@@ -98,6 +101,7 @@ def run_checked(
     atol, rtol = tolerances[dtype]
     close = torch.isclose(got, ref, rtol=rtol, atol=atol, equal_nan=True)
     mismatches = int((~close).sum())
+    # --8<-- [end:checks]
     finite = torch.isfinite(got) & torch.isfinite(ref)
     diff = (got - ref).abs()[finite]
     max_abs = float(diff.max()) if diff.numel() else 0.0

@@ -29,6 +29,7 @@ class Timing:
     method: str  # "events+l2flush" or "cudagraph"
 
 
+# --8<-- [start:time_gpu]
 def time_gpu(
     fn: Callable[[], Any],
     *,
@@ -61,3 +62,4 @@ def time_gpu(
         method = "events+l2flush"
     med, p20, p80 = (float(x) * 1e3 for x in ms)
     return Timing(med, p20, p80, method)
+    # --8<-- [end:time_gpu]
