@@ -18,7 +18,7 @@
 #
 # This notebook is the runnable half of the lab page. It checks every vector-add kernel of
 # `minikernel` against an fp64 reference, then (on a GPU) times each one against the copy
-# ceiling of your GPU, profiles two of them with Nsight Compute, and writes
+# ceiling of your GPU, profiles the largest size with Nsight Compute, and writes
 # `labs/results/<your-gpu>/vector_add.json`. `nox -s labs -- vector_add` runs exactly this file.
 #
 # On a machine without a GPU it runs the Triton kernels in Triton's interpreter, checks them,
@@ -29,7 +29,7 @@
 #
 # Este notebook es la parte ejecutable de la página del lab. Comprueba cada kernel de suma de
 # vectores de `minikernel` contra una referencia en fp64 y después, si hay GPU, cronometra cada
-# uno frente al techo de copia de tu GPU, perfila dos de ellos con Nsight Compute y escribe
+# uno frente al techo de copia de tu GPU, perfila el tamaño mayor con Nsight Compute y escribe
 # `labs/results/<tu-gpu>/vector_add.json`. `nox -s labs -- vector_add` ejecuta exactamente este
 # fichero.
 #
