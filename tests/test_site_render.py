@@ -326,3 +326,15 @@ def test_two_records_for_one_cell_fail_instead_of_hiding_one() -> None:
     )
     assert "9.00" not in md
     assert one(f, impl="cuda:1", shape=[1024], epilogue="bias+relu")["median_us"] == 9.0
+
+
+def test_at_most_claim_and_top_level_values() -> None:
+    f = results_file()
+    sel = {"impl": "cuda:1", "shape": [1024]}
+    assert render.check_at_most(f, sel, "frac_of_ceiling", 1.0) == 1.0
+    with pytest.raises(render.ClaimFailed, match=r"frac_of_ceiling <= 0\.9"):
+        render.check_at_most(f, sel, "frac_of_ceiling", 0.9)
+    assert render.top_level_value(f, "ceilings.copy_GBps") == 1.0
+    assert render.top_level_value(f, "records.0.impl") == "cuda:1"
+    with pytest.raises(render.ClaimFailed, match=r"no value at 'e1\.saved_bytes'"):
+        render.top_level_value(f, "e1.saved_bytes")

@@ -180,6 +180,28 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         return inline(f, render.format_value(field, v, lang()), sel)
 
     @env.macro
+    def at_most(op: str, sel: dict, field: str, threshold: float,
+                gpu: str | None = None) -> str:
+        """The value of ``field`` (formatted); fails the build if it is above ``threshold``."""
+        f = load(op, gpu)
+        v = render.check_at_most(f, sel, field, threshold)
+        return inline(f, render.format_value(field, v, lang()), sel)
+
+    @env.macro
+    def result_value(op: str, path: str, kind: str = "auto", gpu: str | None = None) -> str:
+        """A value stored outside the records (``e1.saved_bytes``, ``manifest.kernels.best.impl``),
+        formatted as ``kind`` (bytes, percent, us, seconds, GBps, auto), with provenance."""
+        f = load(op, gpu)
+        v = render.top_level_value(f, path)
+        field = {"bytes": "bytes", "percent": "frac_of_ceiling", "us": "median_us",
+                 "GBps": "GBps"}.get(kind, path.rsplit(".", 1)[-1])
+        if kind == "seconds":
+            text = render.fmt.seconds(v, lang())
+        else:
+            text = render.format_value(field, v, lang())
+        return inline(f, text)
+
+    @env.macro
     def predict_us(op: str, nbytes: int, name: str = "copy_GBps", gpu: str | None = None) -> str:
         """The time ``nbytes`` take at the measured ceiling: a prediction, made before the
         kernel's own numbers are read."""

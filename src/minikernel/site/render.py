@@ -262,6 +262,31 @@ def check_at_least(f: ResultsFile, sel: dict[str, Any], field: str, threshold: f
     return v
 
 
+def check_at_most(f: ResultsFile, sel: dict[str, Any], field: str, threshold: float) -> Any:
+    """The record's ``field``; raises ClaimFailed when it is missing or above ``threshold``.
+    For statements like "the target of 93 % is not met here": they must fail too when a new
+    run meets it, so that the page is rewritten."""
+    v = one(f, **sel).get(field)
+    if v is None or v > threshold:
+        raise ClaimFailed(
+            f"{f.path.name}: a page claims {field} <= {threshold} for {sel}; the results give {v}"
+        )
+    return v
+
+
+def top_level_value(f: ResultsFile, path: str) -> Any:
+    """A value from the results file outside the records, by dotted path (``e1.saved_bytes``)."""
+    node: Any = f.data
+    for part in path.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            raise ClaimFailed(f"{f.path.name}: no value at {path!r}")
+    return node
+
+
 # --- tables ----------------------------------------------------------------------------------
 
 
