@@ -338,3 +338,16 @@ def test_at_most_claim_and_top_level_values() -> None:
     assert render.top_level_value(f, "records.0.impl") == "cuda:1"
     with pytest.raises(render.ClaimFailed, match=r"no value at 'e1\.saved_bytes'"):
         render.top_level_value(f, "e1.saved_bytes")
+
+
+def test_best_impl_and_ncu_record() -> None:
+    f = results_file()
+    assert render.best_impl(f, {"shape": [1024]}, None, "median_us", "min")["impl"] == "triton:1"
+    assert (
+        render.best_impl(f, {"shape": [1024]}, ["cuda:1", "torch:eager"], "median_us", "min")[
+            "impl"
+        ]
+        == "torch:eager"
+    )
+    with pytest.raises(render.ClaimFailed, match="expected one ncu excerpt"):
+        render.ncu_record(f, "cuda:1")

@@ -202,6 +202,25 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         return inline(f, text)
 
     @env.macro
+    def best_of(op: str, sel: dict, among: list[str] | None = None, field: str = "GBps",
+                best: str = "max", gpu: str | None = None) -> str:
+        """The name (`impl`) of the best implementation for ``sel`` in this run, so that a
+        sentence naming the winner changes when the winner does."""
+        f = load(op, gpu)
+        rec = render.best_impl(f, sel, among, field, best)
+        return inline(f, f"`{rec['impl']}`", {**sel, "impl": rec["impl"]})
+
+    @env.macro
+    def ncu_stall(op: str, impl: str, rank: int = 1, shape: list | None = None,
+                  gpu: str | None = None) -> str:
+        """The ``rank``-th largest stall reason in an ncu excerpt (e.g. `long_scoreboard`)."""
+        f = load(op, gpu)
+        stalls = render.ncu_record(f, impl, shape)["metrics"]["top_stalls"]
+        if not 1 <= rank <= len(stalls):
+            raise render.ClaimFailed(f"{op}: {impl}'s excerpt has {len(stalls)} stall reasons")
+        return inline(f, f"`{stalls[rank - 1]['reason']}`")
+
+    @env.macro
     def predict_us(op: str, nbytes: int, name: str = "copy_GBps", gpu: str | None = None) -> str:
         """The time ``nbytes`` take at the measured ceiling: a prediction, made before the
         kernel's own numbers are read."""

@@ -274,6 +274,25 @@ def check_at_most(f: ResultsFile, sel: dict[str, Any], field: str, threshold: fl
     return v
 
 
+def best_impl(
+    f: ResultsFile, sel: dict[str, Any], among: list[str] | None, field: str, best: str
+) -> dict[str, Any]:
+    """The record that is best in ``field`` among the implementations ``among`` (or all)."""
+    recs = [r for r in select(f, **sel) if among is None or r["impl"] in among]
+    recs = [r for r in recs if r.get(field) is not None]
+    if not recs:
+        raise ClaimFailed(f"{f.path.name}: no records with {field} for {sel} among {among}")
+    return (max if best == "max" else min)(recs, key=lambda r: r[field])
+
+
+def ncu_record(f: ResultsFile, impl: str, shape: list | None = None) -> dict[str, Any]:
+    found = [n for n in f.data.get("ncu", []) if n["impl"] == impl
+             and (shape is None or list(n["shape"]) == list(shape))]
+    if len(found) != 1:
+        raise ClaimFailed(f"{f.path.name}: expected one ncu excerpt for {impl}, found {len(found)}")
+    return found[0]
+
+
 def top_level_value(f: ResultsFile, path: str) -> Any:
     """A value from the results file outside the records, by dotted path (``e1.saved_bytes``)."""
     node: Any = f.data
