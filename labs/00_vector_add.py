@@ -89,8 +89,8 @@ print(f"checked {impls} on {CHECK_SIZES} in {[str(d)[6:] for d in CHECK_DTYPES]}
 # Prediction first. Vector add reads two arrays and writes one: 3 x n x (bytes per element), with
 # no reuse, so the best a kernel can do is move those bytes at the speed of a device-to-device
 # copy. `Lab` measures that copy ceiling (and a bf16 matrix product) in this same process.
-# Below about 10 us a launch costs more than the work, so those sizes are timed by replaying a
-# CUDA graph.
+# Below about ten microseconds a launch costs more than the work, so those sizes are timed by
+# replaying a CUDA graph.
 
 # %% [markdown] lang="es"
 # ## 2. Medir
@@ -98,8 +98,9 @@ print(f"checked {impls} on {CHECK_SIZES} in {[str(d)[6:] for d in CHECK_DTYPES]}
 # Primero, la predicción. La suma de vectores lee dos arrays y escribe uno: 3 x n x (bytes por
 # elemento), sin reutilización, así que lo mejor que puede hacer un kernel es mover esos bytes a
 # la velocidad de una copia de dispositivo a dispositivo. `Lab` mide ese techo de copia (y un
-# producto de matrices en bf16) en este mismo proceso. Por debajo de unos 10 us el lanzamiento
-# cuesta más que el trabajo, así que esos tamaños se cronometran reproduciendo un CUDA graph.
+# producto de matrices en bf16) en este mismo proceso. Por debajo de unos diez microsegundos el
+# lanzamiento cuesta más que el trabajo, así que esos tamaños se cronometran reproduciendo un
+# CUDA graph.
 
 # %%
 if not GPU:

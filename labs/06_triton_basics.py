@@ -138,9 +138,9 @@ print("copy, transpose (naive, tiled) and add_bias: all correct")
 # no arithmetic, so at best it runs at the copy ceiling that `Lab` measures in this process
 # (PyTorch's own device-to-device copy of 2 GiB). Small copies cannot get there: a launch
 # costs a few microseconds whatever the size, so below some size the time stops shrinking and
-# the bandwidth falls in proportion: the copy is launch-bound there. Cases under about 10 us
-# are timed by replaying a CUDA graph, which removes the CPU's share of the launch but not the
-# GPU's.
+# the bandwidth falls in proportion: the copy is launch-bound there. Cases under about ten
+# microseconds are timed by replaying a CUDA graph, which removes the CPU's share of the launch
+# but not the GPU's.
 
 # %% [markdown] lang="es"
 # ## 2. Ancho de banda de la copia frente al techo de copia
@@ -150,9 +150,9 @@ print("copy, transpose (naive, tiled) and add_bias: all correct")
 # mismo proceso (la copia de dispositivo a dispositivo de 2 GiB de PyTorch). Las copias
 # pequeñas no pueden llegar: un lanzamiento cuesta unos microsegundos sea cual sea el tamaño,
 # así que por debajo de cierto tamaño el tiempo deja de bajar y el ancho de banda cae en
-# proporción: ahí la copia está limitada por el lanzamiento. Los casos de menos de unos 10 us
-# se cronometran reproduciendo un CUDA graph, que quita la parte del lanzamiento que cuesta a
-# la CPU pero no la que cuesta a la GPU.
+# proporción: ahí la copia está limitada por el lanzamiento. Los casos de menos de unos diez
+# microsegundos se cronometran reproduciendo un CUDA graph, que quita la parte del lanzamiento
+# que cuesta a la CPU pero no la que cuesta a la GPU.
 
 # %%
 if not GPU:
