@@ -10,6 +10,7 @@
 #     name: python3
 #   minikernel:
 #     op: softmax
+#     page: phase-24/lab/02-tuned-kernel
 # ---
 
 # %% [markdown] lang="en"

@@ -10,6 +10,7 @@
 #     name: python3
 #   minikernel:
 #     op: rmsnorm
+#     page: checkpoint-c3a/fused-rmsnorm
 # ---
 
 # %% [markdown] lang="en"

@@ -10,6 +10,7 @@
 #     name: python3
 #   minikernel:
 #     op: cross_entropy
+#     page: checkpoint-c3a/fused-cross-entropy
 # ---
 
 # %% [markdown] lang="en"

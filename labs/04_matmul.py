@@ -10,6 +10,7 @@
 #     name: python3
 #   minikernel:
 #     op: matmul
+#     page: checkpoint-c3a/e3-beat-cublas
 # ---
 
 # %% [markdown] lang="en"

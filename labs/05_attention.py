@@ -10,6 +10,7 @@
 #     name: python3
 #   minikernel:
 #     op: attention
+#     page: checkpoint-c3a/attention-tile
 # ---
 
 # %% [markdown] lang="en"

@@ -10,6 +10,7 @@
 #     name: python3
 #   minikernel:
 #     ops: [copy, transpose, add_bias]
+#     page: triton/06-performance-first-principles
 # ---
 
 # %% [markdown] lang="en"
