@@ -111,3 +111,32 @@ def test_a_missing_record_fails_the_build(tmp_path: Path, run_mkdocs) -> None:  
     proc = run_mkdocs("build", "--strict", cwd=tmp_path)
     assert proc.returncode != 0
     assert "cuda:99" in proc.stdout + proc.stderr
+
+
+def test_an_explanation_whose_subject_changed_fails_the_build(tmp_path: Path, run_mkdocs) -> None:  # type: ignore[no-untyped-def]
+    """expect(): a sentence that explains why `x` wins must fail when the results name `y`."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text(
+        textwrap.dedent("""\
+        ---
+        render_macros: true
+        ---
+        # x
+        {{ expect(best_of("vector_add", {"shape": [268435456], "dtype": "float32"},
+                          among=["cuda:1", "cuda:2"]), "cuda:1", "the faster CUDA C rung") }}
+        """)
+    )
+    (tmp_path / "mkdocs.yml").write_text(
+        textwrap.dedent("""\
+        site_name: t
+        plugins:
+          - macros:
+              modules: [minikernel.site.macros]
+              render_by_default: false
+              on_error_fail: true
+              on_undefined: strict
+        """)
+    )
+    proc = run_mkdocs("build", "--strict", cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "is no longer `cuda:1`" in proc.stdout + proc.stderr

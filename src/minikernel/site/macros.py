@@ -211,6 +211,18 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         return inline(f, f"`{rec['impl']}`", {**sel, "impl": rec["impl"]})
 
     @env.macro
+    def expect(text: str, name: str, what: str, op: str | None = None) -> str:
+        """Pass a rendered name through (from best_of or ncu_stall) if it is ``name``; else fail
+        the build, because the sentence around it explains why it is ``name``."""
+        if f"`{name}`" not in str(text):
+            where = f" ({op})" if op else ""
+            raise render.ClaimFailed(
+                f"{what}{where} is no longer `{name}` in the results: rewrite the sentence that "
+                "explains it"
+            )
+        return text
+
+    @env.macro
     def ncu_stall(op: str, impl: str, rank: int = 1, shape: list | None = None,
                   gpu: str | None = None) -> str:
         """The ``rank``-th largest stall reason in an ncu excerpt (e.g. `long_scoreboard`)."""
