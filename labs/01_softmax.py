@@ -156,7 +156,7 @@ section_done("checks")
 # Timing: the median of many calls with L2 flushed between them. A case that moves less than
 # 64 MB is launch-bound, so for those every implementation, ours and the peers alike, is timed
 # by replaying a CUDA graph. The naive rungs are skipped where one call would take more than
-# 50 ms.
+# fifty milliseconds.
 
 # %% [markdown] lang="es"
 # ## 2. Predecir y después medir
@@ -171,7 +171,7 @@ section_done("checks")
 # Cronometraje: la mediana de muchas llamadas, vaciando la L2 entre ellas. Un caso que mueve
 # menos de 64 MB está limitado por el lanzamiento, así que en esos casos todas las
 # implementaciones, las nuestras y las rivales, se cronometran reproduciendo un CUDA graph. Los
-# peldaños ingenuos se omiten donde una sola llamada tardaría más de 50 ms.
+# peldaños ingenuos se omiten donde una sola llamada tardaría más de cincuenta milisegundos.
 
 # %%
 if not GPU:

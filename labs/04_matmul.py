@@ -135,7 +135,8 @@ print(f"checked {impls} on {CHECK_SIZES}: all correct")
 #
 # The tall-skinny shapes are where tile choices matter: 128 x 4096 x 4096 makes only 32 output
 # tiles of 128 x 128, fewer than the GPU has SMs. Slow rungs are skipped where one call would
-# take more than about 100 ms (predicted from their speed on the previous, smaller shape).
+# take more than about a tenth of a second (predicted from their speed on the previous, smaller
+# shape).
 
 # %% [markdown] lang="es"
 # ## 2. Medir
@@ -151,8 +152,8 @@ print(f"checked {impls} on {CHECK_SIZES}: all correct")
 #
 # Las formas alargadas son donde la elección de tiles importa: 128 x 4096 x 4096 solo da 32
 # tiles de salida de 128 x 128, menos que SMs tiene la GPU. Los peldaños lentos se saltan allí
-# donde una llamada tardaría más de unos 100 ms (lo predice su velocidad en la forma anterior,
-# más pequeña).
+# donde una llamada tardaría más de una décima de segundo (lo predice su velocidad en la forma
+# anterior, más pequeña).
 
 # %%
 if not GPU:
