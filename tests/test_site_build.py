@@ -86,57 +86,47 @@ def test_lab_notebook_renders_as_a_notebook_and_downloads(built_site: Path, lang
     assert '"lang"' not in ipynb.read_text(), "language tags leaked into the download"
 
 
-def test_a_missing_record_fails_the_build(tmp_path: Path, run_mkdocs) -> None:  # type: ignore[no-untyped-def]
+MACROS_ONLY_CONFIG = """\
+site_name: t
+plugins:
+  - macros:
+      modules: [minikernel.site.macros]
+      render_by_default: false
+      on_error_fail: true
+      on_undefined: strict
+"""
+
+
+def _build_one_page(tmp_path: Path, run_mkdocs, body: str):  # type: ignore[no-untyped-def]
+    """Build a one-page site with only the macros plugin; return the finished process."""
     (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "index.md").write_text(
-        textwrap.dedent("""\
-        ---
-        render_macros: true
-        ---
-        # x
+    page = "---\nrender_macros: true\n---\n# x\n" + textwrap.dedent(body)
+    (tmp_path / "docs" / "index.md").write_text(page)
+    (tmp_path / "mkdocs.yml").write_text(MACROS_ONLY_CONFIG)
+    return run_mkdocs("build", "--strict", cwd=tmp_path)
+
+
+def test_a_missing_record_fails_the_build(tmp_path: Path, run_mkdocs) -> None:  # type: ignore[no-untyped-def]
+    proc = _build_one_page(
+        tmp_path,
+        run_mkdocs,
+        """\
         {{ figure("vector_add", {"impl": "cuda:99", "shape": [1], "dtype": "float32"}) }}
-        """)
+        """,
     )
-    (tmp_path / "mkdocs.yml").write_text(
-        textwrap.dedent("""\
-        site_name: t
-        plugins:
-          - macros:
-              modules: [minikernel.site.macros]
-              render_by_default: false
-              on_error_fail: true
-              on_undefined: strict
-        """)
-    )
-    proc = run_mkdocs("build", "--strict", cwd=tmp_path)
     assert proc.returncode != 0
     assert "cuda:99" in proc.stdout + proc.stderr
 
 
 def test_an_explanation_whose_subject_changed_fails_the_build(tmp_path: Path, run_mkdocs) -> None:  # type: ignore[no-untyped-def]
     """expect(): a sentence that explains why `x` wins must fail when the results name `y`."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "index.md").write_text(
-        textwrap.dedent("""\
-        ---
-        render_macros: true
-        ---
-        # x
+    proc = _build_one_page(
+        tmp_path,
+        run_mkdocs,
+        """\
         {{ expect(best_of("vector_add", {"shape": [268435456], "dtype": "float32"},
                           among=["cuda:1", "cuda:2"]), "cuda:1", "the faster CUDA C rung") }}
-        """)
+        """,
     )
-    (tmp_path / "mkdocs.yml").write_text(
-        textwrap.dedent("""\
-        site_name: t
-        plugins:
-          - macros:
-              modules: [minikernel.site.macros]
-              render_by_default: false
-              on_error_fail: true
-              on_undefined: strict
-        """)
-    )
-    proc = run_mkdocs("build", "--strict", cwd=tmp_path)
     assert proc.returncode != 0
     assert "is no longer `cuda:1`" in proc.stdout + proc.stderr
