@@ -186,7 +186,17 @@ lab = Lab("rmsnorm", rn.VARIANTS, lab_file="labs/02_rmsnorm.py")
 
 SWEEP = [(torch.bfloat16, 32768), (torch.float32, 16384)]
 NS = [2**k for k in range(10, 18)]  # 1024 ... 131072
-FWD = ["triton:2", "cuda:2", "triton:1", "cuda:1", "torch:eager", "torch:compile", "liger", "quack"]
+FWD = [
+    "triton:2",
+    "cuda:3",
+    "cuda:2",
+    "triton:1",
+    "cuda:1",
+    "torch:eager",
+    "torch:compile",
+    "liger",
+    "quack",
+]
 BWD = ["triton:2", "torch:eager", "torch:compile", "liger"]
 # Not every rung or peer at every shape, to keep the lab near 90 s on an H200: the first rungs
 # at three row lengths in bf16, and torch.compile (rebuilt for each shape it times, seconds

@@ -187,7 +187,7 @@ CE_CASES = [
     (torch.bfloat16, 32768, 32768),
     (torch.float32, 4096, 128256),
 ]
-CE_IMPLS = ["triton:1", "torch:eager", "torch:fp32", "torch:compile", "liger", "quack"]
+CE_IMPLS = ["cuda:1", "triton:1", "torch:eager", "torch:fp32", "torch:compile", "liger", "quack"]
 CHECK_ROWS = 64
 
 
@@ -343,7 +343,7 @@ for t in (8192, 16384):
 # %%
 _free()  # hand the cached memory back: ncu profiles in a process of its own
 model = ce.bytes_moved(T_BIG, V_BIG, torch.bfloat16, "fwd+bwd")
-for impl in ("triton:1", "torch:eager"):
+for impl in ("cuda:1", "triton:1", "torch:eager"):
     lab.profile(impl, [T_BIG, V_BIG], "bfloat16", model_bytes=model, extra_args=["fwd+bwd"])
 
 # %%

@@ -12,6 +12,7 @@ from conftest import DEVICE, HAS_GPU, INTERPRET
 from minikernel.kernels.cross_entropy import (
     bytes_moved,
     cross_entropy,
+    cuda_kernels,
     default_chunk,
     linear_cross_entropy,
     linear_flops,
@@ -57,19 +58,38 @@ def _grad_tol(dtype: torch.dtype, ref: torch.Tensor) -> dict[torch.dtype, tuple[
 # --- the kernel: gradient through the guarded checker, loss against the reference ----------
 
 
+# The CUDA C kernel (cuda:1) needs an sm_90+ GPU; on it every case runs both kernels.
+IMPLS = ["triton:1", pytest.param("cuda:1", marks=pytest.mark.gpu)]
+
+
+def _kernel_launch(impl: str):  # type: ignore[no-untyped-def]
+    if impl == "triton:1":
+        return launch
+
+    def cuda(*args: object, **kw: object) -> None:
+        assert cuda_kernels.launch(*args, **kw), "the cluster kernel refused the case"  # type: ignore[arg-type]
+
+    return cuda
+
+
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_kernel_loss_and_gradient(shape: tuple[int, int], dtype: torch.dtype, smoothing: float):
+def test_kernel_loss_and_gradient(
+    shape: tuple[int, int], dtype: torch.dtype, smoothing: float, impl: str
+) -> None:
     _skip_bf16(dtype)
     t, v = shape
-    logits, target = make_inputs(t, v, dtype, DEVICE, seed=v)
-    loss = torch.empty(t, dtype=torch.float32, device=DEVICE)
-    stats = torch.empty((t, 2), dtype=torch.float32, device=DEVICE)
+    device = "cuda" if impl == "cuda:1" else DEVICE
+    logits, target = make_inputs(t, v, dtype, device, seed=v)
+    loss = torch.empty(t, dtype=torch.float32, device=device)
+    stats = torch.empty((t, 2), dtype=torch.float32, device=device)
     kw = {"label_smoothing": smoothing}
+    run = _kernel_launch(impl)
 
     def kernel(x: torch.Tensor, tg: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        launch(x, tg, loss, stats, dx=out, **kw)
+        run(x, tg, loss, stats, dx=out, **kw)
         return out
 
     ref_loss, ref_grad = reference_grad(logits, target, reduction="sum", **kw)
@@ -87,20 +107,25 @@ def test_kernel_loss_and_gradient(shape: tuple[int, int], dtype: torch.dtype, sm
 # --- the autograd function: reductions, ignore_index, upstream gradients -------------------
 
 
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("smoothing", [0.0, 0.25])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
-def test_function_matches_torch(dtype: torch.dtype, reduction: str, smoothing: float) -> None:
+def test_function_matches_torch(
+    dtype: torch.dtype, reduction: str, smoothing: float, impl: str
+) -> None:
     _skip_bf16(dtype)
-    logits, target = make_inputs(9, 1000, dtype, DEVICE, seed=5, ignore_frac=0.3)
+    device = "cuda" if impl == "cuda:1" else DEVICE
+    logits, target = make_inputs(9, 1000, dtype, device, seed=5, ignore_frac=0.3)
     target[0] = -100  # at least one ignored row, whatever the draw
-    kw = {"reduction": reduction, "label_smoothing": smoothing}
+    kw = {"reduction": reduction, "label_smoothing": smoothing, "impl": impl}
     x = logits.clone().requires_grad_(True)
     loss = cross_entropy(x, target, **kw)
     assert loss.dtype == dtype
     assert loss.shape == ((9,) if reduction == "none" else ())
-    grad_out = torch.rand(loss.shape, device=DEVICE) + 0.5  # not 1: the scaled path
+    grad_out = torch.rand(loss.shape, device=device) + 0.5  # not 1: the scaled path
     loss.backward(grad_out.to(dtype))
+    kw.pop("impl")
     ref_loss, ref_grad = reference_grad(logits, target, grad_out.to(dtype), **kw)
     rtol = LOSS_RTOL[dtype]
     torch.testing.assert_close(loss.double().cpu(), ref_loss.cpu(), rtol=rtol, atol=rtol)
@@ -117,13 +142,16 @@ def test_ignore_index_is_configurable_and_int32_targets_work() -> None:
     torch.testing.assert_close(ours.double(), want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_all_targets_ignored(reduction: str) -> None:
+def test_all_targets_ignored(reduction: str, impl: str) -> None:
     """PyTorch gives NaN for the mean (0 / 0), 0 for the sum, zeros per row; gradients zero."""
-    logits, _ = make_inputs(4, 300, torch.float32, DEVICE)
-    target = torch.full((4,), -100, device=DEVICE)
+    device = "cuda" if impl == "cuda:1" else DEVICE
+    logits, _ = make_inputs(4, 300, torch.float32, device)
+    logits.fill_(float("nan"))  # never read: a kernel that reads an ignored row shows it
+    target = torch.full((4,), -100, device=device)
     x = logits.clone().requires_grad_(True)
-    loss = cross_entropy(x, target, reduction=reduction)
+    loss = cross_entropy(x, target, reduction=reduction, impl=impl)
     want = F.cross_entropy(logits, target, reduction=reduction)
     torch.testing.assert_close(loss, want, equal_nan=True)
     loss.sum().backward()
@@ -149,11 +177,14 @@ def test_second_backward_on_one_graph_is_a_clear_error() -> None:
         loss.backward()
 
 
-def test_inplace_backward_overwrites_the_logits_with_their_gradient() -> None:
-    logits, target = make_inputs(5, 300, torch.float32, DEVICE, seed=4)
+@pytest.mark.parametrize("v", [300, 131079])  # one block; a cluster of slices (cuda:1)
+@pytest.mark.parametrize("impl", IMPLS)
+def test_inplace_backward_overwrites_the_logits_with_their_gradient(impl: str, v: int) -> None:
+    device = "cuda" if impl == "cuda:1" else DEVICE
+    logits, target = make_inputs(5, v, torch.float32, device, seed=4)
     ref_loss, ref_grad = reference_grad(logits, target)
     x = logits.clone().requires_grad_(True)
-    loss = cross_entropy(x, target, inplace_backward=True)
+    loss = cross_entropy(x, target, inplace_backward=True, impl=impl)
     torch.testing.assert_close(loss.double(), ref_loss)
     torch.testing.assert_close(x.detach().double(), ref_grad, atol=1e-7, rtol=1e-5)
     loss.backward()
@@ -170,20 +201,24 @@ def test_no_grad_forward_matches() -> None:
 # --- extreme logits -------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
-def test_extreme_logits(dtype: torch.dtype) -> None:
+def test_extreme_logits(dtype: torch.dtype, impl: str) -> None:
     _skip_bf16(dtype)
-    v = 9000  # two tiles: the running max must be rescaled across them
+    device = "cuda" if impl == "cuda:1" else DEVICE
+    # two Triton tiles: the running max must be rescaled across them; for cuda:1 in fp32,
+    # past one 64 KB slice (a cluster of two, the max in the second block)
+    v = 9000 if impl == "triton:1" or dtype != torch.float32 else 20000
     big = 3e4 if dtype != torch.float32 else 1e30
-    logits = torch.zeros(5, v, device=DEVICE, dtype=dtype)
-    logits[0, 8999] = big  # the max sits in the last tile, far above the first tile's
+    logits = torch.zeros(5, v, device=device, dtype=dtype)
+    logits[0, v - 1] = big  # the max sits in the last tile, far above the first tile's
     logits[1, 0] = big  # the max in the first tile
     logits[2] = -big  # all equal and very negative: loss = log V
     logits[3, :8192] = float("-inf")  # a masked vocabulary: the whole first tile is -inf
-    logits[4] = torch.linspace(-big, big, v, device=DEVICE).to(dtype)
-    target = torch.tensor([8999, 5, 77, 8500, 0], device=DEVICE)
+    logits[4] = torch.linspace(-big, big, v, device=device).to(dtype)
+    target = torch.tensor([v - 1, 5, 77, 8500, 0], device=device)
     x = logits.clone().requires_grad_(True)
-    loss = cross_entropy(x, target, reduction="none")
+    loss = cross_entropy(x, target, reduction="none", impl=impl)
     loss.sum().backward()
     ref_loss, ref_grad = reference_grad(logits, target, reduction="none")
     assert torch.isfinite(loss).all() and torch.isfinite(x.grad).all()
@@ -192,11 +227,13 @@ def test_extreme_logits(dtype: torch.dtype) -> None:
     torch.testing.assert_close(x.grad.double().cpu(), ref_grad.cpu(), rtol=1.6e-2, atol=1e-3)
 
 
-def test_target_out_of_range_gives_nan_not_a_bad_read() -> None:
-    logits, _ = make_inputs(3, 100, torch.float32, DEVICE)
-    target = torch.tensor([1, 100, -5], device=DEVICE)
+@pytest.mark.parametrize("impl", IMPLS)
+def test_target_out_of_range_gives_nan_not_a_bad_read(impl: str) -> None:
+    device = "cuda" if impl == "cuda:1" else DEVICE
+    logits, _ = make_inputs(3, 100, torch.float32, device)
+    target = torch.tensor([1, 100, -5], device=device)
     x = logits.clone().requires_grad_(True)
-    loss = cross_entropy(x, target, reduction="none")
+    loss = cross_entropy(x, target, reduction="none", impl=impl)
     loss.sum().backward()
     assert torch.isfinite(loss[0]) and torch.isnan(loss[1:]).all()
     assert torch.isfinite(x.grad[0]).all() and torch.isnan(x.grad[1:]).all()
@@ -312,7 +349,7 @@ def _t(*values: int, dtype: torch.dtype = torch.int64) -> torch.Tensor:
         ((_l(2, 3), _t(0, 1, 2)), {}, ValueError, "target has 3 entries but there are 2 rows"),
         ((_l(2, 3), _t(0, 1)), {"reduction": "avg"}, ValueError, "reduction must be one of"),
         ((_l(2, 3), _t(0, 1)), {"label_smoothing": 1.5}, ValueError, r"label_smoothing must be"),
-        ((_l(2, 3), _t(0, 1)), {"impl": "cuda:1"}, ValueError, "unknown impl 'cuda:1'"),
+        ((_l(2, 3), _t(0, 1)), {"impl": "cuda:7"}, ValueError, "unknown impl 'cuda:7'"),
     ],
     ids=[
         "not-a-tensor",
@@ -398,3 +435,41 @@ def test_checker_rejects_unmasked_gradient_store() -> None:
     )
     assert not result.ok
     assert result.wrote_outside, result.message
+
+
+# --- cuda:1 planning, on the CPU ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("t", "v", "dtype", "cc", "kernel"),
+    [
+        (8192, 128256, torch.bfloat16, (9, 0), "cross_entropy_kernel1_t256_c4_bf16"),
+        (4096, 32000, torch.bfloat16, (9, 0), "cross_entropy_kernel1_t512_c1_bf16"),
+        (4096, 128256, torch.float32, (9, 0), "cross_entropy_kernel1_t256_c8_f32"),
+        (4, 300, torch.float16, (9, 0), "cross_entropy_kernel1_t128_c1_f16"),
+        (4, 300, torch.float16, (8, 0), None),  # no clusters before sm_90: Triton runs it
+        (4, 8 * 14464 * 4 + 4, torch.float32, (9, 0), None),  # past 8 full slices
+    ],
+)
+def test_cuda_plan(t: int, v: int, dtype: torch.dtype, cc: tuple, kernel: str | None) -> None:
+    p = cuda_kernels.plan(t, v, dtype, cc, 232448, smooth=False)
+    assert (p[0] if p else None) == kernel
+    if p:
+        assert cuda_kernels.plan(t, v, dtype, cc, 232448, smooth=True)[0] == kernel.replace(
+            f"_{kernel.rsplit('_', 1)[1]}", f"_ls_{kernel.rsplit('_', 1)[1]}"
+        )
+
+
+def test_every_planned_cuda_kernel_exists() -> None:
+    from minikernel.cuda import compile_file
+
+    compiled = compile_file(cuda_kernels.CU_FILE, "sm_90").kernel_names
+    planned = {
+        cuda_kernels.plan(4, v, dtype, (9, 0), 232448, smooth)[0]
+        for v in (1, 300, 2000, 10000, 14000, 20000, 30000, 40000, 60000, 128256, 200000, 300000)
+        for dtype in DTYPES
+        for smooth in (False, True)
+        if cuda_kernels.plan(4, v, dtype, (9, 0), 232448, smooth)
+    }
+    assert planned <= compiled, sorted(planned - compiled)
+    assert planned == compiled, sorted(compiled - planned)  # none is unreachable

@@ -330,3 +330,25 @@ def test_checker_rejects_rows_left_unwritten() -> None:
     result = run_checked(rmsnorm_rows_short, [x, w], reference(x, w, EPS), tolerances=FWD_TOL)
     assert not result.ok
     assert result.unwritten == 3 * 32, result.message
+
+
+# --- cuda:3 planning, on the CPU ---------------------------------------------------------------
+
+
+def test_cuda3_plan_and_kernels() -> None:
+    """Rung 3 cuts rows into cluster slices (slices.py); every kernel it plans exists, and GPUs
+    without clusters get None (kernel 2 runs)."""
+    from minikernel.cuda import compile_file
+    from minikernel.kernels.rmsnorm import CU_FILE, plan3
+
+    sp = plan3(32768, 131072, torch.bfloat16, 232448, (9, 0))
+    assert (sp.cluster, sp.per_block, sp.threads) == (4, 4096, 256)  # four 64 KB slices
+    assert plan3(4, 131072, torch.bfloat16, 232448, (8, 0)) is None
+    names = compile_file(CU_FILE, "sm_90").kernel_names
+    for n in (8, 4096, 24000, 32768, 40000, 65536, 131072, 262144, 400000):
+        for dtype in (torch.float32, torch.bfloat16):
+            sp = plan3(4, n, dtype, 232448, (9, 0))
+            suffix = "f32" if dtype == torch.float32 else "bf16"
+            for w in ("", "_wf32"):
+                name = f"rmsnorm_kernel3_t{sp.threads}_c{sp.cluster}_{suffix}{w}"
+                assert name in names, name

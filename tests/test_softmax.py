@@ -57,6 +57,7 @@ SHAPES = [
     (5, 32768),  # triton:1's widest tile and cuda:6's 1024-thread block, exactly full
     (4, 131079),  # past shared memory and registers: online loops (cuda:8, triton:2) and
     #               clusters of 8 blocks (cuda:9); the smem and register rungs must refuse it
+    (3, 262151),  # 2^18 + 7: cuda:10's largest slices (8 x 128 KB in fp32), a ragged last one
 ]
 IMPLS = sorted(VARIANTS)
 
@@ -347,6 +348,14 @@ SM80 = ck.DeviceFacts(cc=(8, 0), smem_optin=166912)
         (9, 131072, torch.float32, "softmax_kernel9_t512_c8_f32"),
         (9, 262144, torch.bfloat16, "softmax_kernel9_t1024_c8_bf16"),
         (9, 262144 + 16, torch.bfloat16, "softmax_kernel8_bf16"),  # past 8 x 1024 threads
+        (10, 600, torch.float32, "softmax_kernel7_v8_f32"),  # a warp holds it: rung 7
+        (10, 4096, torch.bfloat16, "softmax_kernel6_t128_bf16"),  # 8 KB: registers do better
+        (10, 8192, torch.bfloat16, "softmax_kernel10_t128_c1_bf16"),  # 16 KB in one block
+        (10, 16384, torch.float32, "softmax_kernel10_t512_c1_f32"),  # exactly 64 KB
+        (10, 16384 + 4, torch.float32, "softmax_kernel10_t256_c2_f32"),  # 16 bytes more
+        (10, 131072, torch.bfloat16, "softmax_kernel10_t256_c4_bf16"),
+        (10, 262144, torch.float32, "softmax_kernel10_t512_c8_f32"),  # 8 x 128 KB slices
+        (10, 8 * 14464 * 4 + 4, torch.float32, "softmax_kernel8_f32"),  # past 8 full blocks
     ],
 )
 def test_plan_picks_kernel(rung: int, n: int, dtype: torch.dtype, kernel: str) -> None:
@@ -356,6 +365,10 @@ def test_plan_picks_kernel(rung: int, n: int, dtype: torch.dtype, kernel: str) -
 def test_plan_grid_and_shared_memory() -> None:
     p = ck.plan(9, 100, 262144, torch.float32, ck.H200)
     assert (p.grid, p.block, p.smem) == (800, 1024, 0)  # 8 blocks per row
+    p = ck.plan(10, 100, 131072, torch.bfloat16, ck.H200)
+    assert (p.grid, p.block, p.smem, p.per_block) == (400, 256, 65536, 4096)  # 4 x 64 KB
+    p = ck.plan(10, 100, 8192 + 9, torch.bfloat16, ck.H200)  # the edges add no vector
+    assert (p.grid, p.block, p.smem, p.per_block) == (100, 128, 16400, 1025)
     p = ck.plan(7, 10, 600, torch.float32, ck.H200)
     assert (p.grid, p.block, p.takes_m) == (3, 128, True)  # 4 rows per block
     p = ck.plan(4, 7, 1000, torch.float16, ck.H200)
@@ -373,15 +386,16 @@ def test_plan_refuses_what_does_not_fit() -> None:
         ck.plan(5, 4, 131079, torch.bfloat16, ck.H200)
     with pytest.raises(UnsupportedShape, match=r"'cuda:6'.*at most 32768 elements"):
         ck.plan(6, 4, 32768 + 16, torch.float32, ck.H200)
-    # No clusters before sm_90: cuda:9 falls back to the loop.
+    # No clusters before sm_90: cuda:9 and cuda:10 fall back to the loop.
     assert ck.plan(9, 4, 131072, torch.float32, SM80).kernel == "softmax_kernel8_f32"
+    assert ck.plan(10, 4, 131072, torch.float32, SM80).kernel == "softmax_kernel8_f32"
 
 
 def test_every_planned_kernel_exists() -> None:
     """Each name a plan can produce is an extern "C" kernel of softmax.cu (for sm_90)."""
     from minikernel.cuda import compile_file
 
-    compiled = set(compile_file(ck.CU_FILE, "sm_90").usage)
+    compiled = compile_file(ck.CU_FILE, "sm_90").kernel_names
     planned = set()
     for rung in ck.RUNGS:
         for dtype in DTYPES:
@@ -398,8 +412,14 @@ def test_every_planned_kernel_exists() -> None:
                 2048,
                 4096,
                 8192,
+                10000,
                 16384,
+                20000,
+                24000,
+                28000,
                 32768,
+                40000,
+                50000,
                 65536,
                 131072,
                 262144,
@@ -415,7 +435,7 @@ def test_every_planned_kernel_exists() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("impl", ["cuda:5", "cuda:7", "cuda:9"])
+@pytest.mark.parametrize("impl", ["cuda:5", "cuda:7", "cuda:9", "cuda:10"])
 def test_misaligned_input_and_output(impl: str) -> None:
     """x and out at different addresses modulo 16: the vector rungs copy x to match out."""
     n = 781
@@ -430,8 +450,8 @@ def test_misaligned_input_and_output(impl: str) -> None:
 @pytest.mark.gpu
 def test_default_impl_on_gpu_is_a_fused_kernel() -> None:
     x = torch.zeros(4, 600, device="cuda")
-    assert default_impl(x) in ("triton:1", "cuda:9")
-    assert default_impl(torch.zeros(2, 262144, device="cuda")) in ("cuda:9", "triton:2")
+    assert default_impl(x) in ("triton:1", "cuda:10")
+    assert default_impl(torch.zeros(2, 262144, device="cuda")) in ("cuda:10", "triton:2")
     y = make_inputs(64, 1000, torch.bfloat16, "cuda").t()  # non-contiguous, dim 0
     torch.testing.assert_close(
         softmax(y, dim=0).float(), torch.softmax(y.float(), dim=0), atol=1e-12, rtol=8e-3

@@ -71,6 +71,12 @@ class CompiledModule:
     seconds: float
     usage: dict[str, ResourceUsage] = field(default_factory=dict)
 
+    @property
+    def kernel_names(self) -> set[str]:
+        """The kernels in the cubin, read from its ELF section names (``.text.<name>``): what
+        the module holds even where ptxas' report came back empty."""
+        return {m.decode() for m in _TEXT_SECTION.findall(self.cubin)}
+
 
 def _bindings() -> tuple[Any, Any]:
     try:
@@ -118,6 +124,7 @@ def sources_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+_TEXT_SECTION = re.compile(rb"\.text\.([A-Za-z_][A-Za-z0-9_]*)\x00")
 _PTXAS_FUNC = re.compile(r"Compiling entry function '([^']+)'")
 _PTXAS_FRAME = re.compile(
     r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"

@@ -7,12 +7,15 @@ Public entry points:
 - :func:`linear_cross_entropy`: the loss of ``hidden @ weight.T``, with autograd, computed over
   chunks of tokens so that the (T, V) logits never exist in memory all at once.
 
-``VARIANTS``: ``triton:1`` is the fused cross-entropy kernel on logits; ``triton:2`` is the
-fused linear + cross-entropy built on it.
+``VARIANTS``: ``triton:1`` is the fused cross-entropy kernel on logits; ``cuda:1`` the same
+fusion in CUDA C with each row held once in a thread-block cluster's shared memory (sm_90+;
+the cases it does not take run ``triton:1``); ``triton:2`` is the fused linear +
+cross-entropy built on the Triton kernel.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -137,6 +140,27 @@ def _is_one(grad_out: torch.Tensor) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
+def _launcher(impl: str) -> Callable[..., None]:
+    """The fused kernel of ``impl``: cuda:1 runs the cluster kernel where it can and hands the
+    rest (see cuda_kernels.launch) to the Triton kernel, which takes every case."""
+    from . import triton_kernels
+
+    if impl != "cuda:1":
+        return triton_kernels.launch
+
+    def launch(x: torch.Tensor, *args: torch.Tensor, **kw: object) -> None:
+        from . import cuda_kernels
+
+        if kw.get("compute_loss", True) and kw.get("row_scale") is None:
+            kw.pop("compute_loss", None)
+            kw.pop("row_scale", None)
+            if cuda_kernels.launch(x, *args, **kw):  # type: ignore[arg-type]
+                return
+        triton_kernels.launch(x, *args, **kw)  # type: ignore[arg-type]
+
+    return launch
+
+
 class CrossEntropyFunction(torch.autograd.Function):
     """``apply(logits, target, ignore_index, reduction, label_smoothing, inplace_backward)``.
 
@@ -156,9 +180,9 @@ class CrossEntropyFunction(torch.autograd.Function):
         reduction: str,
         label_smoothing: float,
         inplace_backward: bool,
+        impl: str = "triton:1",
     ) -> torch.Tensor:
-        from .triton_kernels import launch
-
+        launch = _launcher(impl)
         t = logits.shape[0]
         loss_rows = torch.empty(t, dtype=torch.float32, device=logits.device)
         lse = torch.empty((t, 2), dtype=torch.float32, device=logits.device)
@@ -192,7 +216,7 @@ class CrossEntropyFunction(torch.autograd.Function):
                 raise RuntimeError(_TWICE)
             if not _is_one(grad_out):
                 dx.mul_(grad_out.to(dx.dtype))
-            return dx, None, None, None, None, None
+            return dx, None, None, None, None, None, None
         logits, target, lse = ctx.saved_tensors
         dx = logits if ctx.inplace else torch.empty_like(logits)
         if logits.shape[0]:
@@ -207,7 +231,7 @@ class CrossEntropyFunction(torch.autograd.Function):
                 row_scale=grad_out.float().contiguous(),
                 **ctx.kw,
             )
-        return dx, None, None, None, None, None
+        return dx, None, None, None, None, None, None
 
 
 def _check_common(
@@ -247,8 +271,8 @@ def cross_entropy(
     target outside [0, V) that is not ``ignore_index``), that row's loss and gradient are NaN.
     No fp32 copy of the logits is made; with a gradient, memory holds the logits and one
     gradient of the same dtype (none extra with ``inplace_backward=True``, which overwrites the
-    logits with their gradient during the forward pass). ``impl``: ``"triton:1"`` or
-    ``"torch"``.
+    logits with their gradient during the forward pass). ``impl``: ``"triton:1"``,
+    ``"cuda:1"`` (sm_90+) or ``"torch"``.
     """
     op = OP
     check_tensor(op, "logits", logits, dtypes=FLOAT_DTYPES, ndim=2)
@@ -269,11 +293,19 @@ def cross_entropy(
             reduction=reduction,
             label_smoothing=label_smoothing,
         )
-    if impl != "triton:1":
-        raise ValueError(f"{op}: unknown impl {impl!r}; choose from ['triton:1', 'torch']")
+    if impl not in ("triton:1", "cuda:1"):
+        raise ValueError(
+            f"{op}: unknown impl {impl!r}; choose from ['triton:1', 'cuda:1', 'torch']"
+        )
     check_device(op, impl, logits)
     return CrossEntropyFunction.apply(
-        logits, target, int(ignore_index), reduction, float(label_smoothing), inplace_backward
+        logits,
+        target,
+        int(ignore_index),
+        reduction,
+        float(label_smoothing),
+        inplace_backward,
+        impl,
     )
 
 
@@ -492,6 +524,14 @@ def linear_cross_entropy(
 
 
 _SOURCES = (HERE / "triton_kernels.py", Path(__file__))
+_CUDA_SOURCES = (
+    HERE / "cross_entropy.cu",
+    HERE.parent.parent / "cuda" / "common.cuh",
+    HERE.parent.parent / "cuda" / "cluster.cuh",
+    HERE.parent.parent / "cuda" / "slices.py",
+    HERE / "cuda_kernels.py",
+    *_SOURCES,
+)
 
 VARIANTS: dict[str, Variant] = {
     "triton:1": Variant(
@@ -500,6 +540,13 @@ VARIANTS: dict[str, Variant] = {
         cross_entropy,
         _SOURCES,
         "loss and gradient in one kernel: online log-sum-exp, gradient written in the same pass",
+    ),
+    "cuda:1": Variant(
+        OP,
+        "cuda:1",
+        functools.partial(cross_entropy, impl="cuda:1"),
+        _CUDA_SOURCES,
+        "the same fusion in CUDA C: each row read once into a thread-block cluster's shared memory",
     ),
     "triton:2": Variant(
         OP,
@@ -531,8 +578,8 @@ def _first(out: object) -> torch.Tensor:
 
 
 def _ce_loss_fn(impl: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    if impl == "triton:1":
-        return lambda x, t: cross_entropy(x, t, impl="triton:1")
+    if impl in ("triton:1", "cuda:1"):
+        return lambda x, t: cross_entropy(x, t, impl=impl)
     if impl == "torch:eager":
         return lambda x, t: F.cross_entropy(x, t)
     if impl == "torch:fp32":

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from minikernel._checks import FLOAT_DTYPES, check_device, check_tensor
 from minikernel.bench.peers import compiled
+from minikernel.cuda.slices import SlicePlan, plan_slices
 from minikernel.kernels._peers import PeerUnavailable, import_peer
 from minikernel.kernels._registry import Variant
 
@@ -110,8 +111,10 @@ def _launch_cuda(
     m, n = x.shape
     vec = 16 // x.element_size()
     tensors = [t for t in (x, w, out) if t is not None]
-    if rung == 2 and (n % vec or any(t.data_ptr() % 16 for t in tensors)):
-        rung = 1  # kernel2 moves 16-byte vectors: rows must be whole vectors, pointers aligned
+    if rung >= 2 and (n % vec or any(t.data_ptr() % 16 for t in tensors)):
+        rung = 1  # kernels 2, 3 move 16-byte vectors: rows must be whole vectors, pointers aligned
+    if rung == 3:
+        return _launch_cuda3(x, w, out, eps, rstd)
     if rung == 2:  # about two 16-byte vectors per thread; kernel2 keeps up to four
         threads = _round_up(-(-(n // vec) // 2), 32)
     else:  # about eight elements per thread, a power of two
@@ -126,6 +129,44 @@ def _launch_cuda(
 
 
 # --8<-- [end:cuda_launch]
+
+
+def plan3(
+    m: int, n: int, dtype: torch.dtype, smem_optin: int, cc: tuple[int, int], **knobs: int
+) -> SlicePlan | None:
+    """Rung 3's cluster slices for an (m, n) input (sm_90+), or None where kernel 2 runs
+    instead: GPUs without clusters, rows past 8 slices. ``knobs``: see plan_slices."""
+    vec = 16 // torch.empty((), dtype=dtype).element_size()
+    sp = plan_slices(max(1, n // vec), smem_optin, **knobs) if cc >= (9, 0) else None
+    if sp is None or m * sp.cluster > 2**31 - 1:
+        return None
+    return sp
+
+
+def _launch_cuda3(
+    x: torch.Tensor,
+    w: torch.Tensor | None,
+    out: torch.Tensor,
+    eps: float,
+    rstd: torch.Tensor | None,
+    **knobs: int,
+) -> torch.Tensor:
+    from minikernel.cuda import get_kernel
+    from minikernel.kernels.softmax.cuda_kernels import device_facts
+
+    m, n = x.shape
+    facts = device_facts(x.device.index if x.device.index is not None else 0)
+    sp = plan3(m, n, x.dtype, facts.smem_optin, facts.cc, **knobs)
+    if sp is None:
+        return _launch_cuda(2, x, w, out, eps, rstd)
+    wf32 = "_wf32" if w is not None and w.dtype == torch.float32 else ""
+    name = f"rmsnorm_kernel3_t{sp.threads}_c{sp.cluster}_{_SUFFIX[x.dtype]}{wf32}"
+    kernel = get_kernel(CU_FILE, name)
+    null = ctypes.c_void_p(0)
+    args = (x, w if w is not None else null, out, rstd if rstd is not None else null)
+    extra = (ctypes.c_int64(n), ctypes.c_float(eps), ctypes.c_int32(sp.per_block))
+    kernel(m * sp.cluster, sp.threads, (*args, *extra), shared_mem=sp.smem)
+    return out
 
 
 def _launch_triton(
@@ -144,7 +185,13 @@ def _launch_triton(
     return launch(x, w, out, rstd, eps)
 
 
-_CUDA_SOURCES = (CU_FILE, HERE.parent.parent / "cuda" / "common.cuh", Path(__file__))
+_CUDA_SOURCES = (
+    CU_FILE,
+    HERE.parent.parent / "cuda" / "common.cuh",
+    HERE.parent.parent / "cuda" / "cluster.cuh",
+    HERE.parent.parent / "cuda" / "slices.py",
+    Path(__file__),
+)
 _TRITON_SOURCES = (HERE / "triton_kernels.py",)
 
 VARIANTS: dict[str, Variant] = {
@@ -161,6 +208,13 @@ VARIANTS: dict[str, Variant] = {
         lambda x, w, o, eps=1e-6, rstd=None: _launch_cuda(2, x, w, o, eps, rstd),
         _CUDA_SOURCES,
         "16-byte vectors, the row kept in registers between reduction and write",
+    ),
+    "cuda:3": Variant(
+        OP,
+        "cuda:3",
+        lambda x, w, o, eps=1e-6, rstd=None: _launch_cuda(3, x, w, o, eps, rstd),
+        _CUDA_SOURCES,
+        "the row staged in shared memory, over a thread-block cluster when long",
     ),
     "triton:1": Variant(
         OP,

@@ -6,11 +6,14 @@
 //   rmsnorm_kernel2  16-byte vectors, and the row kept in registers between the two steps
 //                    (up to 4 vectors per thread x 1024 threads); longer rows fall back to two
 //                    vectorised passes
+//   rmsnorm_kernel3  the row staged in shared memory, split over a thread-block cluster when it
+//                    is long (sm_90+): one read of x at every length, three blocks per SM
 //
 // Byte model: read x, write y (2 * M * N * sizeof(T)) plus the weight once (N * sizeof(W)).
 // Every dtype computes in fp32 and rounds once on the store. The weight is either the input's
 // dtype or fp32: each kernel is stamped for both (suffix _wf32 for an fp32 weight). The weight
 // pointer may be null (no elementwise affine); rstd may be null (not needed without autograd).
+#include "cluster.cuh"
 #include "common.cuh"
 
 // --------------------------------------------------------------------------------------------
@@ -188,3 +191,82 @@ __device__ __forceinline__ void rmsnorm2(const T* x, const W* w, T* y, float* rs
     }
 MK_FOR_EACH_DTYPE(RMSNORM2)
 // --8<-- [end:kernel2]
+
+// --8<-- [start:kernel3]
+// Kernel 2 keeps at most 4 vectors per thread x 1024 threads in registers (32768 bf16 values);
+// past that it reads x twice. Kernel 3 stages the row in shared memory instead, in slices of at
+// most ~64 KB (the host picks the cluster size): a 131072-value bf16 row is four blocks of one
+// cluster, each holding a quarter. Each block sums its slice's squares while staging it, the
+// cluster adds the CLUSTER partial sums (read over DSMEM in rank order, so every block gets the
+// same bits), and each block writes its slice. Needs n % Vec<T>::N == 0 and 16-byte aligned
+// x, y, w, like kernel 2.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+template <typename T, typename W, int THREADS, int CLUSTER>
+__device__ __forceinline__ void rmsnorm3(const T* x, const W* w, T* y, float* rstd_out,
+                                         long long n, float eps, int per_block) {
+    constexpr int V = Vec<T>::N;
+    extern __shared__ __align__(16) unsigned char rmsnorm_smem[];
+    Vec<T>* slice = reinterpret_cast<Vec<T>*>(rmsnorm_smem);
+    __shared__ float scratch[32];
+    __shared__ float partial;
+    const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
+    const long long row = blockIdx.x / CLUSTER;
+    const T* xr = x + row * n;
+    T* yr = y + row * n;
+    const Slice s = slice_of(static_cast<int>(n / V), per_block, rank);
+    const long long first = static_cast<long long>(s.first) * V;
+    float ss = 0.0f;
+    stage_vectors<T, THREADS>(xr + first, slice, s.count, [&](const Vec<T>& v) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const float f = to_float(v.v[e]);
+            ss += f * f;
+        }
+    });
+    float total = block_sum(ss, scratch);
+    if (CLUSTER > 1) {
+        if (threadIdx.x == 0) partial = total;
+        cluster_sync();  // every block's partial sum is written and visible
+        total = 0.0f;
+#pragma unroll
+        for (int r = 0; r < CLUSTER; ++r) total += ld_dsmem(&partial, r);
+        cluster_arrive();  // done reading the others' shared memory
+    }
+    const float rstd = rsqrtf(total / static_cast<float>(n) + eps);
+    for (int i = threadIdx.x; i < s.count; i += THREADS) {
+        const long long j = first + static_cast<long long>(i) * V;
+        float wf[V];
+        load_weights(w, j, wf);
+        const Vec<T> v = slice[i];
+        Vec<T> out;
+#pragma unroll
+        for (int e = 0; e < V; ++e) out.v[e] = from_float<T>(to_float(v.v[e]) * rstd * wf[e]);
+        store_vec(yr + j, out);
+    }
+    if (rstd_out && rank == 0 && threadIdx.x == 0) rstd_out[row] = rstd;
+    if (CLUSTER > 1) cluster_wait();  // keep `partial` alive until every block has read it
+}
+
+#define RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, THREADS, CLUSTER, DIMS)                          \
+    extern "C" __global__ void DIMS __launch_bounds__(THREADS)                                 \
+        rmsnorm_kernel3_t##THREADS##_c##CLUSTER##_##SUFFIX##WSUFFIX(                           \
+            const T* x, const W* w, T* y, float* rstd, long long n, float eps, int per_block) {  \
+        rmsnorm3<T, W, THREADS, CLUSTER>(x, w, y, rstd, n, eps, per_block);                    \
+    }
+// What the host launches (slices.py): a row of up to 64 KB in one block of 128, 256 or 512
+// threads; longer rows in clusters of 2, 4 or 8 blocks of 256 or 512 threads.
+#define RMSNORM3_WEIGHT(SUFFIX, T, W, WSUFFIX) \
+    RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 128, 1, ) \
+    RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 256, 1, ) \
+    RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 1, ) \
+    RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 256, 2, __cluster_dims__(2, 1, 1)) \
+    RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 2, __cluster_dims__(2, 1, 1)) \
+    RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 256, 4, __cluster_dims__(4, 1, 1)) \
+    RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 256, 8, __cluster_dims__(8, 1, 1)) \
+    RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 8, __cluster_dims__(8, 1, 1))
+#define RMSNORM3(SUFFIX, T)                                                                    \
+    RMSNORM3_WEIGHT(SUFFIX, T, T, )                                                            \
+    RMSNORM3_WEIGHT(SUFFIX, T, float, _wf32)
+MK_FOR_EACH_DTYPE(RMSNORM3)
+#endif  // __CUDA_ARCH__ >= 900
+// --8<-- [end:kernel3]

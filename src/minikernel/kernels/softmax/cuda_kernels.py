@@ -5,10 +5,11 @@ compute capability and how much shared memory a block may opt in to), so the cho
 grid and shared memory is tested on machines without a GPU. :func:`launch` runs the plan.
 
 Rungs 1 to 6 are one kernel each and refuse shapes their idea cannot hold (a row that does not
-fit in shared memory, or in registers) with :class:`UnsupportedShape`. Rungs 7, 8 and 9 add one
+fit in shared memory, or in registers) with :class:`UnsupportedShape`. Rungs 7 to 10 add one
 idea each where it applies and hand every other shape to the rung below:
 cuda:9 (cluster, long rows) -> cuda:8 (loop, rows of any length) -> cuda:7 (warp per row,
-short rows) -> cuda:6 (block per row, row in registers).
+short rows) -> cuda:6 (block per row, row in registers); cuda:10 (the row in shared memory,
+over a cluster when long) -> cuda:8 for rows past its clusters, cuda:7 for short rows.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from minikernel.cuda.slices import SLICE_BYTES, plan_slices
+
 HERE = Path(__file__).resolve().parent
 CU_FILE = HERE / "softmax.cu"
 SUFFIX = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -31,6 +34,9 @@ KERNEL6_THREADS = (64, 128, 256, 512, 1024)
 KERNEL7_ROWS_PER_BLOCK = 4
 KERNEL8_THREADS = 512
 KERNEL9_CONFIGS = ((512, 2), (512, 4), (512, 8), (1024, 8))  # (threads per block, cluster size)
+KERNEL10_MIN_SLICE = 16 * 1024
+"""Rows shorter than this many bytes go from rung 10 to rungs 7 and 6: staging a few KB in
+shared memory costs more than it saves (measured on the H200 at 4096 columns)."""
 STATIC_SMEM_RESERVE = 1024  # bytes of static shared memory (reduction scratch) beside the row
 _INT32_MAX = 2**31 - 1
 
@@ -57,6 +63,7 @@ class Plan:
     block: int
     smem: int = 0  # dynamic shared memory, bytes
     takes_m: bool = False  # the kernel's parameters are (x, y, M, N) rather than (x, y, N)
+    per_block: int = 0  # kernel 10: vectors of the row each block of a cluster stages
 
 
 def vector_width(dtype: torch.dtype) -> int:
@@ -143,6 +150,32 @@ def _plan9(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
     return _plan8(m, n, dtype, dev)
 
 
+def plan10(
+    m: int,
+    n: int,
+    dtype: torch.dtype,
+    dev: DeviceFacts,
+    *,
+    slice_bytes: int = SLICE_BYTES,
+    threads: int | None = None,
+) -> Plan:
+    """Kernel 10: the row cut into cluster slices by :func:`plan_slices` (the smallest cluster
+    whose slices fit ``slice_bytes``). Short rows go to rung 7, rows too long for 8 slices to
+    rung 8, and so does everything before sm_90. ``slice_bytes`` and ``threads`` are knobs for
+    tuning experiments; the defaults are what the rung runs."""
+    vn = vector_width(dtype)
+    nvec = n // vn
+    if dev.cc < (9, 0):
+        return _plan8(m, n, dtype, dev)
+    if nvec * 16 < KERNEL10_MIN_SLICE:  # a few KB: registers (rungs 7, 6) do better
+        return _plan7(m, n, dtype, dev)
+    sp = plan_slices(nvec, dev.smem_optin, slice_bytes=slice_bytes, threads=threads)
+    if sp is None or m * sp.cluster > _INT32_MAX:
+        return _plan8(m, n, dtype, dev)
+    name = f"softmax_kernel10_t{sp.threads}_c{sp.cluster}_{SUFFIX[dtype]}"
+    return Plan(10, name, m * sp.cluster, sp.threads, smem=sp.smem, per_block=sp.per_block)
+
+
 _PLANNERS = {
     1: _plan1,
     2: functools.partial(_plan_smem, 2),
@@ -153,6 +186,7 @@ _PLANNERS = {
     7: _plan7,
     8: _plan8,
     9: _plan9,
+    10: plan10,
 }
 RUNGS = tuple(_PLANNERS)
 
@@ -167,7 +201,7 @@ def plan(rung: int, m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Pla
         raise _refuse(
             rung, "one block per row, and a grid has at most 2^31 - 1 blocks", m, n, dtype
         )
-    if rung in (5, 6, 7, 9) and n > _INT32_MAX:
+    if rung in (5, 6, 7, 9, 10) and n > _INT32_MAX:
         raise _refuse(rung, "it indexes a row with 32-bit integers", m, n, dtype)
     try:
         return _PLANNERS[rung](m, n, dtype, dev)
@@ -221,14 +255,21 @@ def match_alignment(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return moved
 
 
-def launch(rung: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Run rung ``rung`` on contiguous CUDA tensors x, y of shape (M, N); returns y."""
+def launch(rung: int, x: torch.Tensor, y: torch.Tensor, p: Plan | None = None) -> torch.Tensor:
+    """Run rung ``rung`` on contiguous CUDA tensors x, y of shape (M, N); returns y. ``p``
+    overrides the planned launch (tuning experiments)."""
     m, n = x.shape
     index = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    p = plan(rung, m, n, x.dtype, device_facts(index))
+    if p is None:
+        p = plan(rung, m, n, x.dtype, device_facts(index))
     if p.rung >= 5:
         x = match_alignment(x, y)
-    args = (x, y, ctypes.c_int64(m), ctypes.c_int64(n)) if p.takes_m else (x, y, ctypes.c_int64(n))
+    if p.takes_m:
+        args: tuple = (x, y, ctypes.c_int64(m), ctypes.c_int64(n))
+    elif p.rung == 10:
+        args = (x, y, ctypes.c_int64(n), ctypes.c_int32(p.per_block))
+    else:
+        args = (x, y, ctypes.c_int64(n))
     with torch.cuda.device(index):
         _kernel(p.kernel, index)(p.grid, p.block, args, shared_mem=p.smem)
     return y

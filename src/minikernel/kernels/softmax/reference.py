@@ -54,10 +54,12 @@ def tolerances(impl: str, n: int) -> dict[torch.dtype, tuple[float, float]]:
     """The table for ``impl`` on rows of ``n`` elements.
 
     cuda:1 and cuda:2 sum a row serially in fp32 (one thread adds n terms in order), so their
-    rounding error grows like sqrt(n) * 2^-24 instead of log(n) * 2^-24 for a tree reduction:
-    past 32768 columns the fp32 rtol is 1e-4 for them (about 2e-5 was seen at n = 131079 on the
-    H200). That is the lesson of rung 3, not a bug.
+    rounding error grows with n instead of log(n) for a tree reduction: the bound is n * 2^-24
+    and the sum of n positive terms drifts at a steady fraction of it (a float32 serial sum of
+    exp(2 * N(0, 1)) terms is off by 3.7e-5 at n = 131079 and 9.3e-5 at n = 262151, about
+    n * 2^-24 / 200). Past 32768 columns their fp32 rtol is max(1e-4, n * 2^-24 / 64). That is
+    the lesson of rung 3, not a bug.
     """
     if impl in ("cuda:1", "cuda:2") and n > 32768:
-        return {**TOLERANCES, torch.float32: (1e-12, 1e-4)}
+        return {**TOLERANCES, torch.float32: (1e-12, max(1e-4, n * 2.0**-24 / 64))}
     return TOLERANCES

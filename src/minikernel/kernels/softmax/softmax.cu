@@ -15,6 +15,8 @@
 //                    again backwards so that the second read finds the row's tail still in L2
 //   softmax_kernel9  long rows: one row split over a thread-block cluster (sm_90+); the blocks
 //                    combine their (max, sum) through distributed shared memory, one read in total
+//   softmax_kernel10 the same split, but each block stages its slice in shared memory (~64 KB)
+//                    instead of registers, so three blocks share an SM; rows of 16 KB and more
 //
 // Byte model: read x once, write y once: 2 * M * N * sizeof(T) bytes. Softmax does ~5 flops per
 // element, so at any size that fills the GPU it is memory-bound and its speed limit is DRAM
@@ -35,10 +37,13 @@
 //   kernel7        ~2.5 us (launch-bound floor)         same as kernel6 (rows too long for a warp)
 //   kernel8/9      same as kernel7 at short rows; at 32768 x 262144 bf16 (34 GB, 8 ms at 4.3 TB/s)
 //                  kernel8 re-reads a part of each row from DRAM (~10 ms), kernel9 reads once (~8.5 ms)
+//   kernel10       written after kernel9 measured slower than kernel8 there (one 1024-thread block
+//                  per SM, idle at every barrier): three blocks per SM should bring it to ~8.5-9 ms
 //
 // Special rows follow torch.softmax: a row holding NaN or +inf, or made only of -inf, gives NaN
 // everywhere; -inf elements in an otherwise finite row give 0. Every dtype is loaded, converted
 // to fp32, computed in fp32 and rounded once on the store.
+#include "cluster.cuh"
 #include "common.cuh"
 
 // --------------------------------------------------------------------------------------------
@@ -182,30 +187,8 @@ __device__ __forceinline__ MaxSum block_ms(MaxSum t, float* scratch) {
     return {scratch[32], scratch[65]};
 }
 
-// --- 16-byte aligned body and scalar edges ---------------------------------------------------
-// A row starts wherever row * N * sizeof(T) lands, so for most N its start is not 16-byte
-// aligned. Split it into `head` scalars up to the first 16-byte boundary, `nvec` aligned 16-byte
-// vectors, and `tail` scalars after them; head + tail < 2 * Vec<T>::N. The output row has the
-// same split because the host passes x and y with the same address modulo 16.
-struct RowSplit {
-    int head;
-    int tail;
-    long long nvec;
-};
-
-template <typename T> __device__ __forceinline__ RowSplit split_row(const T* row, long long n) {
-    constexpr int VN = Vec<T>::N;
-    const int past = static_cast<int>((reinterpret_cast<unsigned long long>(row) % 16) / sizeof(T));
-    long long head = past == 0 ? 0 : VN - past;
-    if (head > n) head = n;
-    const long long nvec = (n - head) / VN;
-    return {static_cast<int>(head), static_cast<int>(n - head - nvec * VN), nvec};
-}
-
-// Index in the row of edge element e (0 <= e < head + tail).
-__device__ __forceinline__ long long edge_index(const RowSplit& sp, int e, int vn) {
-    return e < sp.head ? e : sp.head + sp.nvec * vn + (e - sp.head);
-}
+// RowSplit, split_row and edge_index (a row's unaligned head, 16-byte body and tail) are in
+// cluster.cuh, shared with the other row ops.
 
 template <typename T> __device__ __forceinline__ Vec<T> neg_inf_vec() {
     Vec<T> v;
@@ -643,22 +626,7 @@ MK_FOR_EACH_DTYPE(SOFTMAX8)
 // barrier keeps each block's shared memory alive until the others have read it.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 
-__device__ __forceinline__ unsigned cluster_rank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-
-// Read a float in the shared memory of block `rank` of this cluster, at the offset that `local`
-// has in our own block.
-__device__ __forceinline__ float ld_dsmem(const float* local, unsigned rank) {
-    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(local));
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-    float v;
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-    return v;
-}
+// cluster_rank, ld_dsmem and the cluster barrier are in cluster.cuh.
 
 template <typename T, int THREADS, int CLUSTER>
 __device__ __forceinline__ void softmax9(const T* x, T* y, long long N) {
@@ -689,19 +657,18 @@ __device__ __forceinline__ void softmax9(const T* x, T* y, long long N) {
         partial[1] = b.s;
     }
     // Every block's pair written (release) and visible to every block (acquire).
-    asm volatile("barrier.cluster.arrive.release;\n\t"
-                 "barrier.cluster.wait.acquire;" ::: "memory");
+    cluster_sync();
     MaxSum t = {MK_NEG_INF, 0.f};
 #pragma unroll
     for (int r = 0; r < CLUSTER; ++r) {
         t = ms_merge(t, {ld_dsmem(&partial[0], r), ld_dsmem(&partial[1], r)});
     }
     // Done reading the others' shared memory: release orders those reads before the arrival.
-    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+    cluster_arrive();
     const float inv = 1.f / t.s;
     store_chunk<T, VPT, THREADS>(f, yr + sp.head, first, nvec, tid, t.m, inv);
     if (tid < n_edge) yr[e_idx] = from_float<T>(__expf(e - t.m) * inv);
-    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");  // leave only when all did
+    cluster_wait();  // leave only when all did
 }
 
 #define SOFTMAX9(SUFFIX, T, THREADS, CLUSTER)                                                \
@@ -718,3 +685,108 @@ MK_FOR_EACH_DTYPE(SOFTMAX9_SIZES)
 
 #endif  // __CUDA_ARCH__ >= 900
 // --8<-- [end:kernel9]
+
+// --8<-- [start:kernel10]
+// Rung 9 kept a cluster's slice of the row in registers: 1024 threads x 32 values per block, one
+// block per SM, so each SM had nothing to load while its block sat at a barrier or stored. Rung
+// 10 stages the slice in shared memory instead (at most ~64 KB, set by the host in slices.py,
+// so three blocks share an SM and overlap their phases). Per row:
+//   1. each block copies its slice into shared memory with cp.async (all of it in flight at
+//      once, see cluster.cuh), then each thread takes the max of its own vectors (no exp yet:
+//      an exp costs a MUFU op, and the SM has 16 per clock for ~8 bf16 elements per clock of
+//      DRAM traffic, so two exps per element is the whole budget);
+//   2. each thread sums exp(x - m_thread) over its own vectors, in shared memory: one exp per
+//      element, then one (max, sum) per block, then one per cluster over DSMEM;
+//   3. each thread writes exp(x - m) / s for its vectors: the second and last exp.
+// Rows short enough for one block (CLUSTER = 1) skip the cluster steps: the same kernel is the
+// shared-memory rung for mid-length rows. The slice of block `rank` is vectors
+// [rank * per_block, (rank + 1) * per_block) of the row's aligned body; block 0 also takes the
+// scalar edges.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+template <typename T, int THREADS, int CLUSTER>
+__device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per_block) {
+    constexpr int VN = Vec<T>::N;
+    __shared__ float scratch[66];
+    __shared__ float partial[2];
+    Vec<T>* slice = dynamic_smem<Vec<T>>();
+    const int tid = threadIdx.x;
+    const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
+    const long long row = blockIdx.x / CLUSTER;
+    const T* xr = x + row * N;
+    T* yr = y + row * N;
+    const RowSplit sp = split_row(xr, N);
+    const Slice s = slice_of(static_cast<int>(sp.nvec), per_block, rank);
+    const T* xb = xr + sp.head + static_cast<long long>(s.first) * VN;
+    T* yb = yr + sp.head + static_cast<long long>(s.first) * VN;
+
+    // 1. stage the slice, folding a running max
+    float m = MK_NEG_INF;
+    stage_vectors<T, THREADS>(xb, slice, s.count, [&](const Vec<T>& v) {
+#pragma unroll
+        for (int k = 0; k < VN; ++k) m = fmaxf(m, to_float(v.v[k]));
+    });
+    const int n_edge = rank == 0 ? sp.head + sp.tail : 0;
+    long long e_idx = 0;
+    float e = MK_NEG_INF;
+    if (tid < n_edge) {
+        e_idx = edge_index(sp, tid, VN);
+        e = to_float(xr[e_idx]);
+        m = fmaxf(m, e);
+    }
+    // 2. this thread's sum at its own max, then the block's and the cluster's (max, sum)
+    const float shift = safe_shift(m);
+    float sum = __expf(e - shift);
+    for (int i = tid; i < s.count; i += THREADS) {
+        const Vec<T> v = slice[i];
+#pragma unroll
+        for (int k = 0; k < VN; ++k) sum += __expf(to_float(v.v[k]) - shift);
+    }
+    MaxSum t = block_ms({m, sum}, scratch);
+    if (CLUSTER > 1) {
+        if (tid == 0) {
+            partial[0] = t.m;
+            partial[1] = t.s;
+        }
+        cluster_sync();  // every block's pair is written and visible
+        t = {MK_NEG_INF, 0.f};
+#pragma unroll
+        for (int r = 0; r < CLUSTER; ++r) {  // the same order in every block: the same bits
+            t = ms_merge(t, {ld_dsmem(&partial[0], r), ld_dsmem(&partial[1], r)});
+        }
+        cluster_arrive();  // done reading the others' shared memory
+    }
+    // 3. normalise from shared memory, write once
+    const float inv = 1.f / t.s;
+    for (int i = tid; i < s.count; i += THREADS) {
+        store_vec(yb + static_cast<long long>(i) * VN, normalize_vec(slice[i], t.m, inv));
+    }
+    if (tid < n_edge) yr[e_idx] = from_float<T>(__expf(e - t.m) * inv);
+    if (CLUSTER > 1) cluster_wait();  // keep `partial` alive until every block has read it
+}
+
+#define SOFTMAX10_CLUSTER(SUFFIX, T, THREADS, CLUSTER)                                       \
+    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)    \
+        softmax_kernel10_t##THREADS##_c##CLUSTER##_##SUFFIX(const T* x, T* y, long long N,   \
+                                                             int per_block) {               \
+        softmax10<T, THREADS, CLUSTER>(x, y, N, per_block);                                  \
+    }
+#define SOFTMAX10_SINGLE(SUFFIX, T, THREADS)                                                 \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                    \
+        softmax_kernel10_t##THREADS##_c1_##SUFFIX(const T* x, T* y, long long N,             \
+                                                  int per_block) {                           \
+        softmax10<T, THREADS, 1>(x, y, N, per_block);                                        \
+    }
+// What the host launches (slices.py): a row of up to 64 KB in one block of 128, 256 or 512
+// threads; longer rows in clusters of 2, 4 or 8 blocks of 256 or 512 threads.
+#define SOFTMAX10_SIZES(SUFFIX, T) \
+    SOFTMAX10_SINGLE(SUFFIX, T, 128) \
+    SOFTMAX10_SINGLE(SUFFIX, T, 256) \
+    SOFTMAX10_SINGLE(SUFFIX, T, 512) \
+    SOFTMAX10_CLUSTER(SUFFIX, T, 256, 2) \
+    SOFTMAX10_CLUSTER(SUFFIX, T, 512, 2) \
+    SOFTMAX10_CLUSTER(SUFFIX, T, 256, 4) \
+    SOFTMAX10_CLUSTER(SUFFIX, T, 256, 8) \
+    SOFTMAX10_CLUSTER(SUFFIX, T, 512, 8)
+MK_FOR_EACH_DTYPE(SOFTMAX10_SIZES)
+#endif  // __CUDA_ARCH__ >= 900
+// --8<-- [end:kernel10]

@@ -1,0 +1,236 @@
+// cross_entropy.cu: loss and gradient of each row of (T, V) logits, the row read from DRAM once.
+//
+// For a row x of V logits, target t and label smoothing e (the formulas of triton_kernels.py):
+//     m = max_j x_j,   log_s = log sum_j exp(x_j - m)
+//     loss = log_s + (1 - e) * (m - x_t) - (e / V) * sum_j (x_j - m)
+//     dloss/dx_j = exp(x_j - m - log_s) - (1 - e) * [j == t] - e / V      (times a scale)
+//
+// The Triton kernel reads a 128K-class row twice (once for log_s, once for the gradient, the
+// second time hoping for L2) because one program cannot hold 256 KB. Here a thread-block
+// cluster holds it: the row is cut into slices of at most ~64 KB (cluster.cuh), each block
+// stages its slice in shared memory, the blocks agree on m and on the sums over DSMEM, and each
+// block writes its slice of the gradient from shared memory. DRAM traffic is the byte model's
+// 2 * T * V * b (read x, write dx), against ~3 * T * V * b for a second read that misses L2.
+//
+// Predicted, H200 (~4.3 TB/s copy ceiling), 8192 x 128256 bf16, loss and gradient: 4.2 GB
+// moved, ~1.0 ms at the ceiling, ~1.1 ms at 90%; the Triton kernel's second read of each row
+// puts it past ~1.5 ms even when that read hits L2 half of the time.
+//
+// Needs sm_90+ (clusters). The host sends here only rows whose x and dx are equally aligned
+// modulo 16 bytes (every row splits into the same scalar head, 16-byte body and scalar tail).
+#include "cluster.cuh"
+#include "common.cuh"
+
+#define MK_NEG_INF (-__int_as_float(0x7f800000))
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+
+// Block-wide all-reduce of one float (max or sum) for blocks of 32 * k threads; every thread
+// must call it and every thread gets the result. `scratch` holds 33 floats.
+template <bool MAX> __device__ __forceinline__ float block_reduce(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = MAX ? fmaxf(v, w) : v + w;
+    }
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        const bool live = lane < static_cast<int>(blockDim.x >> 5);
+        float w = live ? scratch[lane] : (MAX ? MK_NEG_INF : 0.f);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float u = __shfl_xor_sync(0xffffffffu, w, o);
+            w = MAX ? fmaxf(w, u) : w + u;
+        }
+        if (lane == 0) scratch[32] = w;
+    }
+    __syncthreads();
+    const float r = scratch[32];
+    __syncthreads();  // scratch is reused by the next call
+    return r;
+}
+
+// Max (MAX) or sum of slot `k` of `partial` over the CLUSTER blocks, in rank order: the same
+// bits in every block. The caller has made the slots visible with a cluster barrier.
+template <bool MAX, int CLUSTER>
+__device__ __forceinline__ float cluster_reduce(const float* partial, int k) {
+    float r = MAX ? MK_NEG_INF : 0.f;
+#pragma unroll
+    for (int b = 0; b < CLUSTER; ++b) {
+        const float v = ld_dsmem(partial + k, b);
+        r = MAX ? fmaxf(r, v) : r + v;
+    }
+    return r;
+}
+
+// --8<-- [start:kernel]
+template <typename T, int THREADS, int CLUSTER, bool SMOOTH>
+__device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
+                                               const long long* target, float* loss,
+                                               float* stats, T* dx, long long stride_dx,
+                                               const float* n_valid, long long V,
+                                               long long ignore_index, float smoothing,
+                                               int per_block) {
+    constexpr int VN = Vec<T>::N;
+    extern __shared__ __align__(16) unsigned char ce_smem[];
+    Vec<T>* slice = reinterpret_cast<Vec<T>*>(ce_smem);
+    __shared__ float scratch[33];
+    __shared__ float partial[4];  // this block's max, sum of exp, sum of (x - m), x[tgt] or 0
+    const int tid = threadIdx.x;
+    const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
+    const long long row = blockIdx.x / CLUSTER;
+    const T* xr = x + row * stride_x;
+    T* dr = dx ? dx + row * stride_dx : nullptr;
+    const RowSplit sp = split_row(xr, V);
+    const Slice s = slice_of(static_cast<int>(sp.nvec), per_block, rank);
+    const long long body = sp.head + static_cast<long long>(s.first) * VN;  // first column here
+    const int n_edge = rank == 0 ? sp.head + sp.tail : 0;  // block 0 also takes the edges
+
+    __shared__ float xt_here;  // x[tgt] if this block holds it, else 0
+    if (tid == 0) xt_here = 0.f;
+
+    // 1. stage the slice, folding a running max. The target and x[tgt] are not waited for
+    // first: a load whose address depends on another load would cost two DRAM round trips
+    // before the first byte of the row is even requested.
+    float m = MK_NEG_INF;
+    stage_vectors<T, THREADS>(xr + body, slice, s.count, [&](const Vec<T>& v) {
+#pragma unroll
+        for (int k = 0; k < VN; ++k) m = fmaxf(m, to_float(v.v[k]));
+    });
+    long long e_idx = 0;
+    float e = MK_NEG_INF;
+    if (tid < n_edge) {
+        e_idx = edge_index(sp, tid, VN);
+        e = to_float(xr[e_idx]);
+        m = fmaxf(m, e);
+    }
+    const long long tgt = target[row];
+    if (tgt == ignore_index) {  // the whole cluster takes this branch together: no barrier
+        if (rank == 0 && tid == 0) {
+            loss[row] = 0.f;
+            stats[2 * row] = 0.f;
+            stats[2 * row + 1] = 0.f;
+        }
+        if (dr) {
+            Vec<T> zero;
+#pragma unroll
+            for (int k = 0; k < VN; ++k) zero.v[k] = from_float<T>(0.f);
+            for (int i = tid; i < s.count; i += THREADS) store_vec(dr + body + i * VN, zero);
+            if (tid < n_edge) dr[e_idx] = from_float<T>(0.f);
+        }
+        return;
+    }
+    const bool in_range = tgt >= 0 && tgt < V;  // else: a caller's bug, reported as NaN
+    m = block_reduce<true>(m, scratch);  // its barriers also order tid 0's xt_here = 0 first
+    // x[tgt] from where it was staged: the thread that staged it (vector i went to thread
+    // i % THREADS) of the one block whose slice holds it, or the edge thread.
+    if (tgt >= body && tgt < body + static_cast<long long>(s.count) * VN) {
+        const long long i = (tgt - body) / VN;
+        if (i % THREADS == tid) xt_here = to_float(slice[i].v[(tgt - body) % VN]);
+    }
+    if (tid < n_edge && e_idx == tgt) xt_here = e;
+    if (CLUSTER > 1) {
+        if (tid == 0) partial[0] = m;
+        cluster_sync();
+        m = cluster_reduce<true, CLUSTER>(partial, 0);
+    }
+    // A row of only -inf: shift by 0 instead, so that x - m is never -inf - -inf.
+    const float shift = m == MK_NEG_INF ? 0.f : m;
+
+    // 2. sum of exp(x - m) (and of x - m for label smoothing) over the slice in shared memory
+    float se = 0.f, sd = 0.f;
+    for (int i = tid; i < s.count; i += THREADS) {
+        const Vec<T> v = slice[i];
+#pragma unroll
+        for (int k = 0; k < VN; ++k) {
+            const float d = to_float(v.v[k]) - shift;
+            se += __expf(d);
+            if (SMOOTH) sd += d;
+        }
+    }
+    if (tid < n_edge) {
+        se += __expf(e - shift);
+        if (SMOOTH) sd += e - shift;
+    }
+    se = block_reduce<false>(se, scratch);  // its barriers also publish xt_here
+    if (SMOOTH) sd = block_reduce<false>(sd, scratch);
+    float x_t = xt_here;
+    if (CLUSTER > 1) {
+        if (tid == 0) {
+            partial[1] = se;
+            partial[2] = sd;
+            partial[3] = x_t;
+        }
+        cluster_sync();  // also: every block has read everyone's partial[0]
+        se = cluster_reduce<false, CLUSTER>(partial, 1);
+        if (SMOOTH) sd = cluster_reduce<false, CLUSTER>(partial, 2);
+        x_t = cluster_reduce<false, CLUSTER>(partial, 3);  // one block's x[tgt] plus zeros
+        cluster_arrive();  // done reading the others' shared memory
+    }
+    if (!in_range) x_t = __int_as_float(0x7fc00000);
+    const float log_s = __logf(se);
+    const float uniform = smoothing / static_cast<float>(V);
+    if (rank == 0 && tid == 0) {
+        float l = log_s + (1.f - smoothing) * (shift - x_t);
+        if (SMOOTH) l -= uniform * sd;
+        loss[row] = l;
+        stats[2 * row] = shift;
+        stats[2 * row + 1] = log_s;
+    }
+
+    // 3. the gradient of the slice, from shared memory
+    if (dr) {
+        float scale = n_valid ? 1.f / n_valid[0] : 1.f;
+        if (!in_range) scale = __int_as_float(0x7fc00000);
+        const float hit = 1.f - smoothing;
+        for (int i = tid; i < s.count; i += THREADS) {
+            const Vec<T> v = slice[i];
+            const long long j0 = body + static_cast<long long>(i) * VN;
+            Vec<T> g;
+#pragma unroll
+            for (int k = 0; k < VN; ++k) {
+                float p = __expf(to_float(v.v[k]) - shift - log_s) - uniform;
+                if (j0 + k == tgt) p -= hit;
+                g.v[k] = from_float<T>(p * scale);
+            }
+            store_vec(dr + j0, g);
+        }
+        if (tid < n_edge) {
+            float p = __expf(e - shift - log_s) - uniform;
+            if (e_idx == tgt) p -= hit;
+            dr[e_idx] = from_float<T>(p * scale);
+        }
+    }
+    if (CLUSTER > 1) cluster_wait();  // keep `partial` alive until every block has read it
+}
+// --8<-- [end:kernel]
+
+#define CE_ENTRY(SUFFIX, T, THREADS, CLUSTER, SMOOTH, SM, DIMS)                                 \
+    extern "C" __global__ void DIMS __launch_bounds__(THREADS)                                  \
+        cross_entropy_kernel1_t##THREADS##_c##CLUSTER##SM##_##SUFFIX(                           \
+            const T* x, long long stride_x, const long long* target, float* loss, float* stats, \
+            T* dx, long long stride_dx, const float* n_valid, long long V,                      \
+            long long ignore_index, float smoothing, int per_block) {                           \
+        cross_entropy1<T, THREADS, CLUSTER, SMOOTH>(x, stride_x, target, loss, stats, dx,       \
+                                                    stride_dx, n_valid, V, ignore_index,        \
+                                                    smoothing, per_block);                      \
+    }
+#define CE_SMOOTH(SUFFIX, T, THREADS, CLUSTER, DIMS)                                            \
+    CE_ENTRY(SUFFIX, T, THREADS, CLUSTER, false, , DIMS)                                        \
+    CE_ENTRY(SUFFIX, T, THREADS, CLUSTER, true, _ls, DIMS)
+// What the host launches (slices.py): a row of up to 64 KB in one block of 128, 256 or 512
+// threads; longer rows in clusters of 2, 4 or 8 blocks of 256 or 512 threads.
+#define CE_SIZES(SUFFIX, T) \
+    CE_SMOOTH(SUFFIX, T, 128, 1, ) \
+    CE_SMOOTH(SUFFIX, T, 256, 1, ) \
+    CE_SMOOTH(SUFFIX, T, 512, 1, ) \
+    CE_SMOOTH(SUFFIX, T, 256, 2, __cluster_dims__(2, 1, 1)) \
+    CE_SMOOTH(SUFFIX, T, 512, 2, __cluster_dims__(2, 1, 1)) \
+    CE_SMOOTH(SUFFIX, T, 256, 4, __cluster_dims__(4, 1, 1)) \
+    CE_SMOOTH(SUFFIX, T, 256, 8, __cluster_dims__(8, 1, 1)) \
+    CE_SMOOTH(SUFFIX, T, 512, 8, __cluster_dims__(8, 1, 1))
+MK_FOR_EACH_DTYPE(CE_SIZES)
+
+#endif  // __CUDA_ARCH__ >= 900

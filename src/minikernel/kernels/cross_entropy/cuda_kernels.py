@@ -1,0 +1,101 @@
+"""Host side of cross_entropy.cu: which cluster kernel runs a (T, V) input, and its launch.
+
+:func:`plan` is pure (shape, dtype, alignment and two facts about the GPU), so the CPU tests
+check it; :func:`launch` runs it, or returns False for a case the kernel does not take (no
+clusters before sm_90, x and dx aligned differently, a row longer than 8 slices, the
+per-row-scaled backward of reduction='none'), which the caller then gives to Triton.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
+
+import torch
+
+from minikernel.cuda.slices import SlicePlan, plan_slices
+
+HERE = Path(__file__).resolve().parent
+CU_FILE = HERE / "cross_entropy.cu"
+SUFFIX = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+_INT32_MAX = 2**31 - 1
+
+
+def plan(
+    t: int,
+    v: int,
+    dtype: torch.dtype,
+    cc: tuple[int, int],
+    smem_optin: int,
+    smooth: bool,
+    **knobs: int,
+) -> tuple[str, SlicePlan] | None:
+    """(kernel name, slices) for T rows of V logits, or None when the kernel cannot run it."""
+    if cc < (9, 0) or dtype not in SUFFIX or v > _INT32_MAX:
+        return None
+    vn = 16 // torch.empty((), dtype=dtype).element_size()
+    sp = plan_slices(max(1, v // vn), smem_optin, **knobs)
+    if sp is None or t * sp.cluster > _INT32_MAX:
+        return None
+    ls = "_ls" if smooth else ""
+    return f"cross_entropy_kernel1_t{sp.threads}_c{sp.cluster}{ls}_{SUFFIX[dtype]}", sp
+
+
+@functools.cache
+def _kernel(name: str, index: int):  # type: ignore[no-untyped-def]
+    from minikernel.cuda import get_kernel
+
+    with torch.cuda.device(index):
+        return get_kernel(CU_FILE, name)
+
+
+def launch(
+    x: torch.Tensor,
+    target: torch.Tensor,
+    loss: torch.Tensor,
+    stats: torch.Tensor,
+    *,
+    dx: torch.Tensor | None = None,
+    n_valid: torch.Tensor | None = None,
+    ignore_index: int = -100,
+    label_smoothing: float = 0.0,
+    knobs: dict | None = None,
+) -> bool:
+    """Loss, (T, 2) row statistics and, when ``dx`` is given (it may be ``x``), the gradient
+    scaled by 1/``n_valid`` when given. False (nothing launched) for a case it does not take."""
+    from minikernel.kernels.softmax.cuda_kernels import device_facts
+
+    t, v = x.shape
+    if not x.is_cuda or x.stride(1) != 1:
+        return False
+    if dx is not None and (
+        dx.stride(1) != 1
+        or (x.data_ptr() - dx.data_ptr()) % 16
+        or (x.stride(0) - dx.stride(0)) * x.element_size() % 16
+    ):
+        return False  # the rows of x and dx would split at different columns
+    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    facts = device_facts(index)
+    p = plan(t, v, x.dtype, facts.cc, facts.smem_optin, label_smoothing > 0.0, **(knobs or {}))
+    if p is None:
+        return False
+    name, sp = p
+    null = ctypes.c_void_p(0)
+    args = (
+        x,
+        ctypes.c_int64(x.stride(0)),
+        target if target.dtype == torch.int64 else target.long(),
+        loss,
+        stats,
+        dx if dx is not None else null,
+        ctypes.c_int64(dx.stride(0) if dx is not None else 0),
+        n_valid if n_valid is not None else null,
+        ctypes.c_int64(v),
+        ctypes.c_int64(ignore_index),
+        ctypes.c_float(label_smoothing),
+        ctypes.c_int32(sp.per_block),
+    )
+    with torch.cuda.device(index):
+        _kernel(name, index)(t * sp.cluster, sp.threads, args, shared_mem=sp.smem)
+    return True
