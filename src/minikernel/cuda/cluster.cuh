@@ -13,6 +13,10 @@
 #pragma once
 #include "common.cuh"
 
+#ifndef MK_NEG_INF
+#define MK_NEG_INF (-__int_as_float(0x7f800000))
+#endif
+
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 
 // This block's index inside its cluster (blockIdx.x % CLUSTER for a 1-D cluster).
@@ -74,6 +78,17 @@ template <typename T> __device__ __forceinline__ RowSplit split_row(const T* row
 // Index in the row of edge element e (0 <= e < head + tail).
 __device__ __forceinline__ long long edge_index(const RowSplit& sp, int e, int vn) {
     return e < sp.head ? e : sp.head + sp.nvec * vn + (e - sp.head);
+}
+
+// Edge element `e` of a row (see RowSplit) when e < n_edge, with its index in `idx`; else -inf
+// (which adds nothing to a max, nor exp(-inf) = 0 to a sum) and idx = 0.
+template <typename T>
+__device__ __forceinline__ float edge_value(const T* row, const RowSplit& sp, int e, int n_edge,
+                                            long long& idx) {
+    idx = 0;
+    if (e >= n_edge) return MK_NEG_INF;
+    idx = edge_index(sp, e, Vec<T>::N);
+    return to_float(row[idx]);
 }
 
 // Copy `count` 16-byte vectors from global memory (src, 16-byte aligned) into shared memory

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from minikernel._checks import FLOAT_DTYPES, check_device, check_tensor
 from minikernel.bench.peers import compiled
 from minikernel.kernels._peers import PeerUnavailable, import_peer
-from minikernel.kernels._registry import Variant
+from minikernel.kernels._registry import Variant, with_inputs
 
 from .reference import (
     make_inputs,
@@ -612,11 +612,6 @@ def _linear_loss_fn(
     raise PeerUnavailable(f"{impl} has no fused linear cross-entropy here")
 
 
-def _with_inputs(run: Callable[[], object], *inputs: torch.Tensor) -> Callable[[], object]:
-    run.inputs = inputs  # type: ignore[attr-defined]  # the lab checks the output against them
-    return run
-
-
 def make_runner(
     impl: str,
     shape: list[int],
@@ -641,16 +636,16 @@ def make_runner(
         fn = _ce_loss_fn(impl)
         logits.requires_grad_(grad)
         if not grad:
-            return _with_inputs(lambda: fn(logits, target), logits, target)
-        return _with_inputs(lambda: torch.autograd.grad(fn(logits, target), logits), logits, target)
+            return with_inputs(lambda: fn(logits, target), logits, target)
+        return with_inputs(lambda: torch.autograd.grad(fn(logits, target), logits), logits, target)
     t, h, v = shape
     hidden, weight, target = make_linear_inputs(t, h, v, dtype, device, seed)
     fn3 = _linear_loss_fn(impl)
     hidden.requires_grad_(grad)
     weight.requires_grad_(grad)
     if not grad:
-        return _with_inputs(lambda: fn3(hidden, weight, target), hidden, weight, target)
-    return _with_inputs(
+        return with_inputs(lambda: fn3(hidden, weight, target), hidden, weight, target)
+    return with_inputs(
         lambda: torch.autograd.grad(fn3(hidden, weight, target), (hidden, weight)),
         hidden,
         weight,

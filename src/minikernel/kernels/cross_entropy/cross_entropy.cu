@@ -21,8 +21,6 @@
 #include "cluster.cuh"
 #include "common.cuh"
 
-#define MK_NEG_INF (-__int_as_float(0x7f800000))
-
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 
 // Block-wide all-reduce of one float (max or sum) for blocks of 32 * k threads; every thread
@@ -99,13 +97,9 @@ __device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
 #pragma unroll
         for (int k = 0; k < VN; ++k) m = fmaxf(m, to_float(v.v[k]));
     });
-    long long e_idx = 0;
-    float e = MK_NEG_INF;
-    if (tid < n_edge) {
-        e_idx = edge_index(sp, tid, VN);
-        e = to_float(xr[e_idx]);
-        m = fmaxf(m, e);
-    }
+    long long e_idx;
+    const float e = edge_value(xr, sp, tid, n_edge, e_idx);
+    m = fmaxf(m, e);
     const long long tgt = target[row];
     if (tgt == ignore_index) {  // the whole cluster takes this branch together: no barrier
         if (rank == 0 && tid == 0) {

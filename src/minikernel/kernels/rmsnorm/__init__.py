@@ -20,7 +20,7 @@ from minikernel._checks import FLOAT_DTYPES, check_device, check_tensor
 from minikernel.bench.peers import compiled
 from minikernel.cuda.slices import SlicePlan, plan_slices
 from minikernel.kernels._peers import PeerUnavailable, import_peer
-from minikernel.kernels._registry import Variant
+from minikernel.kernels._registry import Variant, with_inputs
 
 from .reference import make_inputs, reference, reference_grads
 
@@ -446,11 +446,6 @@ def _peer_forward(impl: str, n: int) -> Callable[[torch.Tensor, torch.Tensor], t
     raise ValueError(f"{OP}: unknown peer {impl!r}; choose from {list(PEERS)}")
 
 
-def _with_inputs(run: Callable[[], object], *inputs: torch.Tensor) -> Callable[[], object]:
-    run.inputs = inputs  # type: ignore[attr-defined]  # the lab checks the output against them
-    return run
-
-
 def make_runner(
     impl: str,
     shape: list[int],
@@ -470,13 +465,13 @@ def make_runner(
             out = torch.empty_like(x)
             rstd = torch.empty(m, dtype=torch.float32, device=x.device)
             fn = VARIANTS[impl].fn
-            return _with_inputs(lambda: fn(x, w, out, EPS, rstd), x, w, dy)
+            return with_inputs(lambda: fn(x, w, out, EPS, rstd), x, w, dy)
         forward = lambda a, b: rms_norm(a, (n,), b, EPS, impl=impl)
     else:
         forward = _peer_forward(impl, n)
     if pass_ == "fwd":
         forward(x, w)  # fail here, not inside the timer, if the peer refuses the case
-        return _with_inputs(lambda: forward(x, w), x, w, dy)
+        return with_inputs(lambda: forward(x, w), x, w, dy)
     if pass_ != "bwd":
         raise ValueError(f"{OP}: pass_ must be 'fwd' or 'bwd', got {pass_!r}")
     x.requires_grad_(True)
@@ -490,4 +485,4 @@ def make_runner(
     )
     with no_donation:
         y = forward(x, w)
-    return _with_inputs(lambda: torch.autograd.grad(y, (x, w), dy, retain_graph=True), x, w, dy)
+    return with_inputs(lambda: torch.autograd.grad(y, (x, w), dy, retain_graph=True), x, w, dy)

@@ -50,7 +50,7 @@
 // Helpers shared by the rungs
 // --------------------------------------------------------------------------------------------
 
-#define MK_NEG_INF (-__int_as_float(0x7f800000))
+// MK_NEG_INF (-inf as a float) comes from cluster.cuh.
 
 // The dynamic shared memory of a launch, viewed as an array of U. One extern declaration for
 // every kernel of the file (two declarations with different types would clash).
@@ -580,13 +580,9 @@ __device__ __forceinline__ void softmax8(const T* x, T* y, long long N) {
         for (int u = 0; u < UNROLL; ++u) t = ms_add_vec(t, v[u]);
     }
     const int n_edge = sp.head + sp.tail;
-    long long e_idx = 0;
-    float e = MK_NEG_INF;
-    if (tid < n_edge) {
-        e_idx = edge_index(sp, tid, VN);
-        e = to_float(xr[e_idx]);
-        t = ms_add(t, e);
-    }
+    long long e_idx;
+    const float e = edge_value(xr, sp, tid, n_edge, e_idx);
+    if (tid < n_edge) t = ms_add(t, e);
     t = block_ms(t, scratch);
     const float inv = 1.f / t.s;
 
@@ -725,14 +721,10 @@ __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per
 #pragma unroll
         for (int k = 0; k < VN; ++k) m = fmaxf(m, to_float(v.v[k]));
     });
-    const int n_edge = rank == 0 ? sp.head + sp.tail : 0;
-    long long e_idx = 0;
-    float e = MK_NEG_INF;
-    if (tid < n_edge) {
-        e_idx = edge_index(sp, tid, VN);
-        e = to_float(xr[e_idx]);
-        m = fmaxf(m, e);
-    }
+    const int n_edge = rank == 0 ? sp.head + sp.tail : 0;  // block 0 also takes the edges
+    long long e_idx;
+    const float e = edge_value(xr, sp, tid, n_edge, e_idx);
+    m = fmaxf(m, e);
     // 2. this thread's sum at its own max, then the block's and the cluster's (max, sum)
     const float shift = safe_shift(m);
     float sum = __expf(e - shift);
