@@ -133,6 +133,18 @@ def test_commit_info_from_environment_without_git(monkeypatch: pytest.MonkeyPatc
     assert commit_info() == ("unknown", True)
 
 
+def test_commit_from_environment_wins_over_a_stale_git(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runner's copied .git can name an older commit than the files it measures."""
+    import minikernel.bench.env as env
+
+    monkeypatch.setattr(env, "_git", lambda *a: "0123456789ab" if a[0] == "rev-parse" else " M x")
+    monkeypatch.setenv("MINIKERNEL_COMMIT", "abcdef1234567890")
+    monkeypatch.setenv("MINIKERNEL_DIRTY", "0")
+    assert commit_info() == ("abcdef123456", False)
+    monkeypatch.delenv("MINIKERNEL_COMMIT")
+    assert commit_info() == ("0123456789ab", True)  # no override: git's answer
+
+
 def test_labs_without_gpu_check_then_exit_2_and_leave_results(tmp_path: Path) -> None:
     """`nox -s labs` on a CPU machine: checks run, nothing is timed, results are untouched."""
     before = {p: p.read_bytes() for p in COMMITTED}

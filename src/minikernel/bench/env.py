@@ -30,17 +30,26 @@ def _git(*args: str) -> str | None:
 
 
 def commit_info() -> tuple[str, bool]:
-    """(short commit, dirty?) of the checkout. Where there is no git (a copied tree on a GPU
-    runner), MINIKERNEL_COMMIT and MINIKERNEL_DIRTY say it; without them: ("unknown", True)."""
+    """(short commit, dirty?) of the measured tree. MINIKERNEL_COMMIT (and MINIKERNEL_DIRTY),
+    when set, win: a GPU runner gets a copy of the working tree whose .git, if it has one, can
+    be older than the files (seen on the H200 runner: a stale HEAD, so every file "modified").
+    Otherwise git says it; with neither: ("unknown", True)."""
+    env_commit = os.environ.get("MINIKERNEL_COMMIT")
+    if env_commit:
+        git_head = _git("rev-parse", "--short=12", "HEAD")
+        if git_head and not env_commit.startswith(git_head[:7]):
+            print(
+                f"note: MINIKERNEL_COMMIT={env_commit[:12]} overrides this checkout's git HEAD "
+                f"{git_head}",
+                flush=True,
+            )
+        return env_commit[:12], os.environ.get("MINIKERNEL_DIRTY", "1") != "0"
     commit = _git("rev-parse", "--short=12", "HEAD")
     if commit:
         status = _git(
             "status", "--porcelain", "--untracked-files=no", "--", "src", "labs", ":!labs/results"
         )
         return commit, bool(status)
-    env_commit = os.environ.get("MINIKERNEL_COMMIT")
-    if env_commit:
-        return env_commit[:12], os.environ.get("MINIKERNEL_DIRTY", "1") != "0"
     return "unknown", True
 
 
