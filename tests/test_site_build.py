@@ -130,3 +130,26 @@ def test_an_explanation_whose_subject_changed_fails_the_build(tmp_path: Path, ru
     )
     assert proc.returncode != 0
     assert "is no longer `cuda:1`" in proc.stdout + proc.stderr
+
+
+def test_best_name_hands_the_winner_to_other_macros(tmp_path: Path, run_mkdocs) -> None:  # type: ignore[no-untyped-def]
+    """best_name(): the bare winner, usable as another macro's impl (the page follows the run)."""
+    import json
+
+    recs = json.loads((ROOT / "labs/results/h200/vector_add.json").read_text())["records"]
+    sel = [r for r in recs if r["shape"] == [268435456] and r["dtype"] == "float32"]
+    sel = [r for r in sel if r["impl"] in ("cuda:1", "cuda:2")]
+    want = max(sel, key=lambda r: r["GBps"])["impl"]
+    proc = _build_one_page(
+        tmp_path,
+        run_mkdocs,
+        """\
+        {% set B = best_name("vector_add", {"shape": [268435456], "dtype": "float32"},
+                             among=["cuda:1", "cuda:2"]) %}
+        WINNER[{{ B }}]
+        {{ figure("vector_add", {"impl": B, "shape": [268435456], "dtype": "float32"}) }}
+        """,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    html = (tmp_path / "site" / "index.html").read_text()
+    assert f"WINNER[{want}]" in html

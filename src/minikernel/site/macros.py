@@ -211,6 +211,13 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         return inline(f, f"`{rec['impl']}`", {**sel, "impl": rec["impl"]})
 
     @env.macro
+    def best_name(op: str, sel: dict, among: list[str] | None = None, field: str = "GBps",
+                  best: str = "max", gpu: str | None = None) -> str:
+        """The bare ``impl`` string of best_of's winner, to pass to other macros (for instance
+        the ncu excerpt of whichever rung the lab found fastest and profiled)."""
+        return str(render.best_impl(load(op, gpu), sel, among, field, best)["impl"])
+
+    @env.macro
     def expect(text: str, name: str, what: str, op: str | None = None) -> str:
         """Pass a rendered name through (from best_of or ncu_stall) if it is ``name``; else fail
         the build, because the sentence around it explains why it is ``name``."""
