@@ -322,6 +322,11 @@ section_done("N sweep")
 # the fastest Triton kernel and PyTorch eager: DRAM throughput, DRAM bytes read and written
 # against the byte model, occupancy, and the dominant stall reasons. A memory-bound kernel
 # should show DRAM bytes close to the model and stalls on memory, not on the arithmetic.
+#
+# Then the long rows, where the best kernels stay furthest from the ceiling: the row-once cluster
+# rung (cuda:10) and the looping rung (cuda:8, which reads part of each row twice) at 32768 x
+# 65536 bf16, unless one of them was already profiled above (one excerpt per implementation
+# keeps every page's reference to an excerpt unambiguous).
 
 # %% [markdown] lang="es"
 # ## 5. Perfilar
@@ -331,6 +336,11 @@ section_done("N sweep")
 # DRAM leídos y escritos frente al modelo de bytes, ocupación y los motivos de stall
 # dominantes. Un kernel limitado por memoria debería mostrar bytes de DRAM cercanos al modelo y
 # stalls por memoria, no por la aritmética.
+#
+# Después, las filas largas, donde los mejores kernels quedan más lejos del techo: el peldaño de
+# clusters que lee cada fila una vez (cuda:10) y el que recorre la fila en bucle (cuda:8, que lee
+# parte de cada fila dos veces) con 32768 x 65536 bf16, salvo si alguno ya se perfiló arriba (un
+# extracto por implementación mantiene sin ambigüedad cada referencia de las páginas a un extracto).
 
 # %%
 PROFILE_SHAPE, PROFILE_DTYPE = [32768, 4096], torch.bfloat16
@@ -352,6 +362,16 @@ profiles = {}
 for impl in (best_cuda, best_triton, "torch:eager"):
     if impl is not None:
         profiles[impl] = lab.profile(impl, PROFILE_SHAPE, "bfloat16", model_bytes=model)
+LONG_SHAPE = [32768, 65536]
+for impl in ("cuda:10", "cuda:8"):
+    if impl in profiles:
+        continue
+    try:  # an extra excerpt: if ncu fails on it, the lab's measurements still get saved
+        lab.profile(
+            impl, LONG_SHAPE, "bfloat16", model_bytes=sm.bytes_moved(*LONG_SHAPE, torch.bfloat16)
+        )
+    except Exception as exc:
+        print(f"[softmax] ncu {impl} {LONG_SHAPE} skipped: {type(exc).__name__}: {exc}")
 section_done("ncu")
 
 # %% [markdown] lang="en"
