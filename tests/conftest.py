@@ -8,6 +8,9 @@ test module imports minikernel. Tests that need the GPU are marked ``gpu`` and s
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +41,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def device() -> str:
     """Where Triton kernels run in this session: 'cuda', or 'cpu' under the interpreter."""
     return DEVICE
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_lab_on_cpu(script: str, results_dir: Path) -> subprocess.CompletedProcess:
+    """Run ``labs/<script>`` in Triton's interpreter with its results directed to
+    ``results_dir``; the caller asserts what a CPU run must do (check, then exit 2)."""
+    env = dict(os.environ, TRITON_INTERPRET="1", MINIKERNEL_RESULTS_DIR=str(results_dir))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, str(ROOT / "labs" / script)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )

@@ -4,15 +4,12 @@ the online recurrence's drift in fp32, kernel planning, and the maskless kernel 
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import DEVICE, HAS_GPU, INTERPRET
+from conftest import DEVICE, HAS_GPU, INTERPRET, run_lab_on_cpu
 
 from minikernel.kernels.softmax import (
     TOLERANCES,
@@ -510,17 +507,7 @@ def test_interpreter_runs_the_maskless_kernel_past_each_row() -> None:
 def test_lab_checks_then_exits_2_without_gpu(tmp_path: Path) -> None:
     """labs/01_softmax.py on a CPU: its checks run in Triton's interpreter, then it exits with 2
     ("no GPU") before timing, leaving labs/results/ untouched."""
-    root = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, TRITON_INTERPRET="1", MINIKERNEL_RESULTS_DIR=str(tmp_path))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root / "src"), env.get("PYTHONPATH")]))
-    proc = subprocess.run(
-        [sys.executable, str(root / "labs" / "01_softmax.py")],
-        env=env,
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_lab_on_cpu("01_softmax.py", tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "all correct" in proc.stdout
     assert not any(tmp_path.iterdir())

@@ -360,20 +360,29 @@ def pivot_table(
         values = [r.get(field) if r else None for r in row_recs]
         present = [v for v in values if v is not None]
         winner = (max if best == "max" else min)(present) if (best and present) else None
-        cells = []
-        for r, v in zip(row_recs, values, strict=True):
-            text = format_value(field, v, lang)
-            if v is not None and v == winner and len(present) > 1:
-                text = f"**{text}**"
-            if r is not None and is_stale(f.op, r):
-                text += " †"
-                any_stale = True
-            cells.append(text)
+        cells = [
+            _cell(f, r, field, v, v is not None and v == winner and len(present) > 1, lang)
+            for r, v in zip(row_recs, values, strict=True)
+        ]
+        any_stale = any_stale or any(c.endswith(" †") for c in cells)
         lines.append(f"| {fmt.shape(list(s), lang)} | " + " | ".join(cells) + " |")
     out = "\n".join(lines) + "\n\n"
     if any_stale:
         out += f'<p class="mk-stale-note">{t(lang, "stale_note")}</p>\n'
     return out + provenance(f, lang, href, repo_url) + "\n"
+
+
+def _cell(
+    f: ResultsFile, r: dict[str, Any] | None, field: str, v: Any, best: bool, lang: str
+) -> str:
+    """One table cell: the value, in bold when it is the row's best, with a dagger when the
+    record is stale (its kernel's source changed since it was measured)."""
+    text = format_value(field, v, lang)
+    if best:
+        text = f"**{text}**"
+    if r is not None and is_stale(f.op, r):
+        text += " †"
+    return text
 
 
 def grid_table(
@@ -415,13 +424,8 @@ def grid_table(
         for cv in col_vals:
             r = by.get((rv, cv))
             v = r.get(field) if r else None
-            text = format_value(field, v, lang)
-            if v is not None and v == winner:
-                text = f"**{text}**"
-            if r is not None and is_stale(f.op, r):
-                text += " †"
-                any_stale = True
-            cells.append(text)
+            cells.append(_cell(f, r, field, v, v is not None and v == winner, lang))
+        any_stale = any_stale or any(c.endswith(" †") for c in cells)
         lines.append(f"| {rv} | " + " | ".join(cells) + " |")
     out = "\n".join(lines) + "\n\n"
     if any_stale:
