@@ -473,3 +473,27 @@ def test_every_planned_cuda_kernel_exists() -> None:
     }
     assert planned <= compiled, sorted(planned - compiled)
     assert planned == compiled, sorted(compiled - planned)  # none is unreachable
+
+
+# --- the upstream-gradient scaling, decided on the device --------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=lambda d: str(d)[6:])
+def test_scale_unless_one(dtype: torch.dtype) -> None:
+    """g == 1 leaves the gradient bit for bit as it is; any other g (NaN included) scales it,
+    on a 2-D view with a row stride wider than its rows, past the end of which nothing moves."""
+    from minikernel.kernels.cross_entropy.triton_kernels import scale_unless_one
+
+    base = torch.randn(7, 5003, device=DEVICE).to(dtype)
+    for g, want in ((1.0, base[:, :4999]), (2.5, (base[:, :4999].float() * 2.5).to(dtype))):
+        buf = base.clone()
+        scale_unless_one(buf[:, :4999], torch.tensor(g, dtype=dtype, device=DEVICE))
+        assert torch.equal(buf[:, :4999], want), g
+        assert torch.equal(buf[:, 4999:], base[:, 4999:]), "wrote outside the view"
+    flat = base.clone()
+    scale_unless_one(flat.view(-1)[:-1], torch.tensor(float("nan"), device=DEVICE))
+    assert torch.isnan(flat.view(-1)[:-1]).all() and flat.view(-1)[-1] == base.view(-1)[-1]
+    with pytest.raises(ValueError, match="unit column stride"):
+        scale_unless_one(base.t(), torch.tensor(2.0, device=DEVICE))
+    with pytest.raises(ValueError, match="one value"):
+        scale_unless_one(base, torch.ones(2, device=DEVICE))

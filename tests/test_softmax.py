@@ -29,7 +29,8 @@ from minikernel.testing import run_checked
 # NumPy (and so Triton's interpreter) warns on inf - inf and x / 0: the special rows do that.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-# (atol, rtol) per output dtype. Every impl computes in fp32 and rounds once to the dtype.
+# (atol, rtol) per output dtype. Every impl computes in fp32 and rounds once to the dtype, but
+# cuda:10, which rounds 16-bit outputs twice (tolerances(impl, n) says how much that adds).
 # - float32: exp is one ex2.approx on (x - max) * log2(e); rounding that product costs a relative
 #   |x - max| * 2^-24 * ln 2 (about 1e-6 for the |x - max| <= 20 of these inputs), ex2.approx
 #   adds ~2 ulp, the sum and the division a few more. test_online_drift_fp32 measures the sum's
@@ -143,7 +144,7 @@ def test_special_values_match_torch(impl: str, dtype: torch.dtype, n: int) -> No
     if supports(impl, 8, n, dtype) is not None:
         pytest.skip("this rung cannot hold such a row (tested in test_variant_matches_reference)")
     ref = reference(x)
-    got = run_checked(_run(impl), [x], ref, tolerances=TOLERANCES, name=impl)
+    got = run_checked(_run(impl), [x], ref, tolerances=tolerances(impl, n), name=impl)
     got.raise_if_failed()
     # The NaN rows are exactly torch's, in torch's own dtype too.
     want_nan = torch.isnan(torch.softmax(x.float().cpu(), dim=-1))

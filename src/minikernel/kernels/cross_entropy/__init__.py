@@ -129,10 +129,13 @@ _TWICE = (
 )
 
 
-def _is_one(grad_out: torch.Tensor) -> bool:
-    # The usual loss.backward() passes exactly 1: then the gradient computed during the forward
-    # pass is the answer and no extra pass over it is needed. Asking costs a synchronisation.
-    return grad_out.numel() == 1 and bool(grad_out == 1)
+def _scale_by(grad: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
+    """The gradient computed in the forward pass, times the upstream gradient (a scalar, since
+    the loss was reduced). The usual loss.backward() passes exactly 1, and then there is nothing
+    to do; the kernel decides that on the GPU, so backward never waits for it."""
+    from .triton_kernels import scale_unless_one
+
+    return scale_unless_one(grad, grad_out.detach())
 
 
 # --------------------------------------------------------------------------------------------
@@ -214,8 +217,7 @@ class CrossEntropyFunction(torch.autograd.Function):
             dx, ctx.dx = ctx.dx, None  # drop our reference: autograd may then keep it as is
             if dx is None:
                 raise RuntimeError(_TWICE)
-            if not _is_one(grad_out):
-                dx.mul_(grad_out.to(dx.dtype))
+            _scale_by(dx, grad_out)
             return dx, None, None, None, None, None, None
         logits, target, lse = ctx.saved_tensors
         dx = logits if ctx.inplace else torch.empty_like(logits)
@@ -434,10 +436,8 @@ class LinearCrossEntropyFunction(torch.autograd.Function):
             (dh, dw), ctx.grads = ctx.grads, (None, None)
             if dh is None and dw is None:
                 raise RuntimeError(_TWICE)
-            if not _is_one(grad_out):
-                scale = grad_out.to(dh.dtype if dh is not None else dw.dtype)
-                dh = dh.mul_(scale) if dh is not None else None
-                dw = dw.mul_(scale) if dw is not None else None
+            dh = _scale_by(dh, grad_out) if dh is not None else None
+            dw = _scale_by(dw, grad_out) if dw is not None else None
         else:
             hidden, weight, target, lse = ctx.saved_tensors
             unused = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)

@@ -12,6 +12,12 @@
 // block writes its slice of the gradient from shared memory. DRAM traffic is the byte model's
 // 2 * T * V * b (read x, write dx), against ~3 * T * V * b for a second read that misses L2.
 //
+// The budget that shapes the passes: an H200 SM's share of the DRAM ceiling is ~17 bytes per
+// clock, ~4 bf16 logits per clock once each is read and its gradient written, and the SM does
+// 16 exps (MUFU ops) per clock. Computing exp(x - m) twice per element (once for the sum, once
+// for the gradient) would take half of those clocks; the kernel computes it once, keeps it in
+// shared memory in place of x, and the gradient pass is one multiply-add per element.
+//
 // Predicted, H200 (~4.3 TB/s copy ceiling), 8192 x 128256 bf16, loss and gradient: 4.2 GB
 // moved, ~1.0 ms at the ceiling, ~1.1 ms at 90%; the Triton kernel's second read of each row
 // puts it past ~1.5 ms even when that read hits L2 half of the time.
@@ -120,29 +126,36 @@ __device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
     m = block_reduce<true>(m, scratch);  // its barriers also order tid 0's xt_here = 0 first
     // x[tgt] from where it was staged: the thread that staged it (vector i went to thread
     // i % THREADS) of the one block whose slice holds it, or the edge thread.
+    bool owns_target = false;  // this thread staged (and will write) the target's vector
     if (tgt >= body && tgt < body + static_cast<long long>(s.count) * VN) {
         const long long i = (tgt - body) / VN;
-        if (i % THREADS == tid) xt_here = to_float(slice[i].v[(tgt - body) % VN]);
+        owns_target = i % THREADS == tid;
+        if (owns_target) xt_here = to_float(slice[i].v[(tgt - body) % VN]);
     }
     if (tid < n_edge && e_idx == tgt) xt_here = e;
     if (CLUSTER > 1) {
         if (tid == 0) partial[0] = m;
-        cluster_sync();
+        cluster_sync_thread0();
         m = cluster_reduce<true, CLUSTER>(partial, 0);
     }
     // A row of only -inf: shift by 0 instead, so that x - m is never -inf - -inf.
     const float shift = m == MK_NEG_INF ? 0.f : m;
 
-    // 2. sum of exp(x - m) (and of x - m for label smoothing) over the slice in shared memory
+    // 2. p = exp(x - m) over the slice: summed (with x - m for label smoothing) and kept in
+    // place of x, rounded to T like the gradient will be, for the gradient pass. Each thread
+    // reads back only the vectors it wrote: no barrier needed.
     float se = 0.f, sd = 0.f;
     for (int i = tid; i < s.count; i += THREADS) {
-        const Vec<T> v = slice[i];
+        Vec<T> v = slice[i];
 #pragma unroll
         for (int k = 0; k < VN; ++k) {
             const float d = to_float(v.v[k]) - shift;
-            se += __expf(d);
+            const float p = __expf(d);
+            se += p;
             if (SMOOTH) sd += d;
+            v.v[k] = from_float<T>(p);
         }
+        slice[i] = v;
     }
     if (tid < n_edge) {
         se += __expf(e - shift);
@@ -157,7 +170,7 @@ __device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
             partial[2] = sd;
             partial[3] = x_t;
         }
-        cluster_sync();  // also: every block has read everyone's partial[0]
+        cluster_sync_thread0();  // also: every block has read everyone's partial[0]
         se = cluster_reduce<false, CLUSTER>(partial, 1);
         if (SMOOTH) sd = cluster_reduce<false, CLUSTER>(partial, 2);
         x_t = cluster_reduce<false, CLUSTER>(partial, 3);  // one block's x[tgt] plus zeros
@@ -174,27 +187,28 @@ __device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
         stats[2 * row + 1] = log_s;
     }
 
-    // 3. the gradient of the slice, from shared memory
+    // 3. the gradient of the slice from the kept p: (p / s - e / V) * scale, one multiply-add
+    // per element. The target's element (minus 1 - e) is written again afterwards by the one
+    // thread that wrote its vector, instead of comparing every column with the target.
     if (dr) {
         float scale = n_valid ? 1.f / n_valid[0] : 1.f;
         if (!in_range) scale = __int_as_float(0x7fc00000);
-        const float hit = 1.f - smoothing;
+        const float k_p = scale / se;
+        const float k_0 = -uniform * scale;
         for (int i = tid; i < s.count; i += THREADS) {
-            const Vec<T> v = slice[i];
-            const long long j0 = body + static_cast<long long>(i) * VN;
-            Vec<T> g;
+            Vec<T> v = slice[i];
 #pragma unroll
-            for (int k = 0; k < VN; ++k) {
-                float p = __expf(to_float(v.v[k]) - shift - log_s) - uniform;
-                if (j0 + k == tgt) p -= hit;
-                g.v[k] = from_float<T>(p * scale);
-            }
-            store_vec(dr + j0, g);
+            for (int k = 0; k < VN; ++k) v.v[k] = from_float<T>(fmaf(to_float(v.v[k]), k_p, k_0));
+            store_vec(dr + body + static_cast<long long>(i) * VN, v);
         }
+        const float hit = 1.f - smoothing;
         if (tid < n_edge) {
             float p = __expf(e - shift - log_s) - uniform;
             if (e_idx == tgt) p -= hit;
             dr[e_idx] = from_float<T>(p * scale);
+        }
+        if (owns_target) {  // after this thread's own vector store: program order keeps this one
+            dr[tgt] = from_float<T>((__expf(x_t - shift - log_s) - uniform - hit) * scale);
         }
     }
     if (CLUSTER > 1) cluster_wait();  // keep `partial` alive until every block has read it

@@ -228,3 +228,58 @@ def launch(
         BLOCK_V=block,
         num_warps=warps,
     )
+
+
+# --8<-- [start:scale]
+@triton.jit
+def scale_unless_one_kernel(
+    g_ptr,  # (1,) the upstream gradient of the reduced loss, any float dtype
+    x_ptr,  # (rows, cols) with unit column stride: the gradient computed in the forward pass
+    stride_row,
+    rows,
+    cols,
+    BLOCK: tl.constexpr,
+):
+    # loss.backward() passes g = 1, and then the gradient written in the forward pass is already
+    # the answer. Asking the host whether g == 1 would wait for the GPU to finish everything
+    # queued before (a synchronisation) and leave it idle while Python launches the next kernel;
+    # asking here costs one 4-byte load per program, and a program that finds 1 stops.
+    g = tl.load(g_ptr).to(tl.float32)
+    if g != 1.0:  # NaN != 1 too: a NaN upstream gradient gives a NaN gradient, as in PyTorch
+        tiles_per_row = tl.cdiv(cols, BLOCK)
+        n_tiles = rows * tiles_per_row
+        for tile in range(tl.program_id(0), n_tiles, tl.num_programs(0)):
+            row = (tile // tiles_per_row).to(tl.int64)
+            c = (tile % tiles_per_row) * BLOCK + tl.arange(0, BLOCK)
+            ptr = x_ptr + row * stride_row + c
+            x = tl.load(ptr, mask=c < cols)
+            tl.store(ptr, (x.to(tl.float32) * g).to(x.dtype), mask=c < cols)
+
+
+# --8<-- [end:scale]
+
+
+def scale_unless_one(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """``x *= g`` in place unless the 1-element tensor ``g`` holds 1, decided on the device
+    (no host synchronisation). ``x`` is 2-D with unit column stride, or contiguous."""
+    x2 = x if x.dim() == 2 else x.view(1, -1)  # contiguous by the contract: one long row
+    if x2.numel() == 0:
+        return x
+    if x2.stride(1) != 1:
+        raise ValueError(f"scale_unless_one: x needs unit column stride, got strides {x.stride()}")
+    if g.numel() != 1:
+        raise ValueError(f"scale_unless_one: g must hold one value, got shape {tuple(g.shape)}")
+    rows, cols = x2.shape
+    block = min(4096, triton.next_power_of_2(cols))
+    n_tiles = rows * triton.cdiv(cols, block)
+    # A few programs per SM walk the tiles when g != 1; when g == 1 each of them reads g and
+    # stops, so the launch costs a few microseconds. The interpreter runs programs one by one.
+    if x2.is_cuda:
+        sms = torch.cuda.get_device_properties(x2.device).multi_processor_count
+        programs = min(n_tiles, 4 * sms)
+    else:
+        programs = min(n_tiles, 4)
+    scale_unless_one_kernel[(programs,)](
+        g.reshape(1), x2, x2.stride(0), rows, cols, BLOCK=block, num_warps=8
+    )
+    return x

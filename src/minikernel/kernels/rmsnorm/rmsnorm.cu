@@ -226,7 +226,7 @@ __device__ __forceinline__ void rmsnorm3(const T* x, const W* w, T* y, float* rs
     float total = block_sum(ss, scratch);
     if (CLUSTER > 1) {
         if (threadIdx.x == 0) partial = total;
-        cluster_sync();  // every block's partial sum is written and visible
+        cluster_sync_thread0();  // every block's partial sum is written and visible
         total = 0.0f;
 #pragma unroll
         for (int r = 0; r < CLUSTER; ++r) total += ld_dsmem(&partial, r);

@@ -16,7 +16,8 @@
 //   softmax_kernel9  long rows: one row split over a thread-block cluster (sm_90+); the blocks
 //                    combine their (max, sum) through distributed shared memory, one read in total
 //   softmax_kernel10 the same split, but each block stages its slice in shared memory (~64 KB)
-//                    instead of registers, so three blocks share an SM; rows of 16 KB and more
+//                    instead of registers, so three blocks share an SM; exp(x - m) is computed
+//                    once per element and kept there for the write; rows of 16 KB and more
 //
 // Byte model: read x once, write y once: 2 * M * N * sizeof(T) bytes. Softmax does ~5 flops per
 // element, so at any size that fills the GPU it is memory-bound and its speed limit is DRAM
@@ -688,12 +689,23 @@ MK_FOR_EACH_DTYPE(SOFTMAX9_SIZES)
 // 10 stages the slice in shared memory instead (at most ~64 KB, set by the host in slices.py,
 // so three blocks share an SM and overlap their phases). Per row:
 //   1. each block copies its slice into shared memory with cp.async (all of it in flight at
-//      once, see cluster.cuh), then each thread takes the max of its own vectors (no exp yet:
-//      an exp costs a MUFU op, and the SM has 16 per clock for ~8 bf16 elements per clock of
-//      DRAM traffic, so two exps per element is the whole budget);
-//   2. each thread sums exp(x - m_thread) over its own vectors, in shared memory: one exp per
-//      element, then one (max, sum) per block, then one per cluster over DSMEM;
-//   3. each thread writes exp(x - m) / s for its vectors: the second and last exp.
+//      once, see cluster.cuh), then each thread takes the max m_t of its own vectors;
+//   2. each thread computes p = exp(x - m_t) for its vectors, adds them up, and (when the row
+//      spans a cluster) writes p back over x in shared memory, rounded to T like the output
+//      will be; then one (max, sum) per block, and one per cluster over DSMEM;
+//   3. each thread writes y = p * exp(m_t - m) / s: one multiply per element, no second exp
+//      (a one-block row computes y = exp(x - m) / s from x again instead).
+// Why keep p rather than recompute it: an exp is a MUFU op, and an H200 SM does 16 of those per
+// clock. Its share of the DRAM ceiling is ~4.3 TB/s / 132 SMs / ~1.9 GHz = ~17 bytes per clock,
+// which is ~4 bf16 elements per clock once each is read (2 bytes) and written (2 bytes). Two
+// exps per element would take half of the MUFU's clocks, with the conversions, adds and shared
+// memory traffic of the three passes competing for the same issue slots; one exp takes a
+// quarter. The price is one more rounding: p is stored in T and y = p * f is rounded again (for
+// bf16, at most about one unit in the last place more than rounding exp(x - m) / s once).
+// Rows that fit one block keep recomputing instead: with no cluster barrier to wait at, the
+// three to seven blocks on an SM keep its MUFU and DRAM busy between them, and a probe on the
+// H200 measured the extra shared-memory store slower there than the second exp, while the
+// cluster rows, whose blocks idle at the cluster barrier, gained from it.
 // Rows short enough for one block (CLUSTER = 1) skip the cluster steps: the same kernel is the
 // shared-memory rung for mid-length rows. The slice of block `rank` is vectors
 // [rank * per_block, (rank + 1) * per_block) of the row's aligned body; block 0 also takes the
@@ -725,13 +737,20 @@ __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per
     long long e_idx;
     const float e = edge_value(xr, sp, tid, n_edge, e_idx);
     m = fmaxf(m, e);
-    // 2. this thread's sum at its own max, then the block's and the cluster's (max, sum)
+    // 2. p = exp(x - m_t) over this thread's vectors, summed and (cluster rows) kept in place
+    // of x; then the block's and the cluster's (max, sum)
+    constexpr bool KEEP_P = CLUSTER > 1;
     const float shift = safe_shift(m);
     float sum = __expf(e - shift);
     for (int i = tid; i < s.count; i += THREADS) {
-        const Vec<T> v = slice[i];
+        Vec<T> v = slice[i];
 #pragma unroll
-        for (int k = 0; k < VN; ++k) sum += __expf(to_float(v.v[k]) - shift);
+        for (int k = 0; k < VN; ++k) {
+            const float p = __expf(to_float(v.v[k]) - shift);
+            sum += p;
+            if (KEEP_P) v.v[k] = from_float<T>(p);
+        }
+        if (KEEP_P) slice[i] = v;  // read back in step 3 by this same thread: no barrier needed
     }
     MaxSum t = block_ms({m, sum}, scratch);
     if (CLUSTER > 1) {
@@ -739,7 +758,7 @@ __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per
             partial[0] = t.m;
             partial[1] = t.s;
         }
-        cluster_sync();  // every block's pair is written and visible
+        cluster_sync_thread0();  // every block's pair is written and visible
         t = {MK_NEG_INF, 0.f};
 #pragma unroll
         for (int r = 0; r < CLUSTER; ++r) {  // the same order in every block: the same bits
@@ -747,10 +766,20 @@ __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per
         }
         cluster_arrive();  // done reading the others' shared memory
     }
-    // 3. normalise from shared memory, write once
+    // 3. y = p * exp(m_t - m) / s, written once. A thread whose elements are all -inf has
+    // m_t = -inf and p = 0: its factor is 0 (not exp(0 - m), which overflows for m < -88); when
+    // the whole row is -inf, s = 0 and 0 * (1 / 0) = NaN, torch's answer for that row.
     const float inv = 1.f / t.s;
+    const float f = (m == MK_NEG_INF ? 0.f : __expf(m - t.m)) * inv;
     for (int i = tid; i < s.count; i += THREADS) {
-        store_vec(yb + static_cast<long long>(i) * VN, normalize_vec(slice[i], t.m, inv));
+        Vec<T> v = slice[i];
+        if (KEEP_P) {
+#pragma unroll
+            for (int k = 0; k < VN; ++k) v.v[k] = from_float<T>(to_float(v.v[k]) * f);
+        } else {
+            v = normalize_vec(v, t.m, inv);
+        }
+        store_vec(yb + static_cast<long long>(i) * VN, v);
     }
     if (tid < n_edge) yr[e_idx] = from_float<T>(__expf(e - t.m) * inv);
     if (CLUSTER > 1) cluster_wait();  // keep `partial` alive until every block has read it
