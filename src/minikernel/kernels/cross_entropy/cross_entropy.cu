@@ -8,8 +8,9 @@
 // The Triton kernel reads a 128K-class row twice (once for log_s, once for the gradient, the
 // second time hoping for L2) because one program cannot hold 256 KB. Here a thread-block
 // cluster holds it: the row is cut into slices of at most ~64 KB (cluster.cuh), each block
-// stages its slice in shared memory, the blocks agree on m and on the sums over DSMEM, and each
-// block writes its slice of the gradient from shared memory. DRAM traffic is the byte model's
+// stages its slice in shared memory, the blocks agree on (m, sum of exp) over DSMEM at a single
+// cluster barrier (the online softmax merge), and each block writes its slice of the gradient
+// from shared memory. DRAM traffic is the byte model's
 // 2 * T * V * b (read x, write dx), against ~3 * T * V * b for a second read that misses L2.
 //
 // The budget that shapes the passes: an H200 SM's share of the DRAM ceiling is ~17 bytes per
@@ -24,30 +25,26 @@
 //
 // Needs sm_90+ (clusters). The host sends here only rows whose x and dx are equally aligned
 // modulo 16 bytes (every row splits into the same scalar head, 16-byte body and scalar tail).
+// minikernel: max-registers 80 (fp32 with label smoothing in clusters of 8 holds the 24 DSMEM
+// reads of the cluster merge at once: 76 registers x 256 threads x 3 blocks still fit an SM's
+// 65536, so the three blocks that shared memory allows per SM stay resident)
 #include "cluster.cuh"
 #include "common.cuh"
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 
-// Block-wide all-reduce of one float (max or sum) for blocks of 32 * k threads; every thread
-// must call it and every thread gets the result. `scratch` holds 33 floats.
-template <bool MAX> __device__ __forceinline__ float block_reduce(float v, float* scratch) {
+// Block-wide sum of one float for blocks of 32 * k threads; every thread must call it and every
+// thread gets the result. `scratch` holds 33 floats.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = MAX ? fmaxf(v, w) : v + w;
-    }
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     if (lane == 0) scratch[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        const bool live = lane < static_cast<int>(blockDim.x >> 5);
-        float w = live ? scratch[lane] : (MAX ? MK_NEG_INF : 0.f);
+        float w = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : 0.f;
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float u = __shfl_xor_sync(0xffffffffu, w, o);
-            w = MAX ? fmaxf(w, u) : w + u;
-        }
+        for (int o = 16; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
         if (lane == 0) scratch[32] = w;
     }
     __syncthreads();
@@ -56,16 +53,64 @@ template <bool MAX> __device__ __forceinline__ float block_reduce(float v, float
     return r;
 }
 
-// Max (MAX) or sum of slot `k` of `partial` over the CLUSTER blocks, in rank order: the same
-// bits in every block. The caller has made the slots visible with a cluster barrier.
-template <bool MAX, int CLUSTER>
-__device__ __forceinline__ float cluster_reduce(const float* partial, int k) {
-    float r = MAX ? MK_NEG_INF : 0.f;
+// Sum of slot `k` of `partial` over the CLUSTER blocks, in rank order: the same bits in every
+// block. The caller has made the slots visible with a cluster barrier.
+template <int CLUSTER> __device__ __forceinline__ float cluster_sum(const float* partial, int k) {
+    float r = 0.f;
 #pragma unroll
-    for (int b = 0; b < CLUSTER; ++b) {
-        const float v = ld_dsmem(partial + k, b);
-        r = MAX ? fmaxf(r, v) : r + v;
+    for (int b = 0; b < CLUSTER; ++b) r += ld_dsmem(partial + k, b);
+    return r;
+}
+
+// What a thread, a warp, a block or a cluster knows about its part of a row: the max m of its
+// logits, s = sum of exp(x - m) over them, and x[target] if it holds the target (else 0). Two
+// parts merge by rescaling both sums to the larger max (the online softmax of softmax.cu);
+// a max of -inf (no logits yet, or only -inf) shifts by 0 so that -inf - -inf never appears.
+struct Part {
+    float m, s, xt;
+};
+
+__device__ __forceinline__ Part merge(Part a, Part b) {
+    const float m = fmaxf(a.m, b.m);
+    const float shift = m == MK_NEG_INF ? 0.f : m;
+    // __fmul_rn: no FMA contraction, so merge(a, b) and merge(b, a) give the same bits.
+    return {m, __fmul_rn(a.s, __expf(a.m - shift)) + __fmul_rn(b.s, __expf(b.m - shift)),
+            a.xt + b.xt};
+}
+
+// Every thread of the block gets the merge of every thread's part. `scratch` holds 99 floats.
+__device__ __forceinline__ Part block_merge(Part t, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        t = merge(t, {__shfl_xor_sync(0xffffffffu, t.m, o), __shfl_xor_sync(0xffffffffu, t.s, o),
+                      __shfl_xor_sync(0xffffffffu, t.xt, o)});
     }
+    if (lane == 0) {
+        scratch[warp] = t.m;
+        scratch[33 + warp] = t.s;
+        scratch[66 + warp] = t.xt;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        const bool live = lane < static_cast<int>(blockDim.x >> 5);
+        Part w = {live ? scratch[lane] : MK_NEG_INF, live ? scratch[33 + lane] : 0.f,
+                  live ? scratch[66 + lane] : 0.f};
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            w = merge(w, {__shfl_xor_sync(0xffffffffu, w.m, o),
+                          __shfl_xor_sync(0xffffffffu, w.s, o),
+                          __shfl_xor_sync(0xffffffffu, w.xt, o)});
+        }
+        if (lane == 0) {
+            scratch[32] = w.m;
+            scratch[65] = w.s;
+            scratch[98] = w.xt;
+        }
+    }
+    __syncthreads();
+    const Part r = {scratch[32], scratch[65], scratch[98]};
+    __syncthreads();  // scratch may be reused by the caller
     return r;
 }
 
@@ -80,8 +125,8 @@ __device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
     constexpr int VN = Vec<T>::N;
     extern __shared__ __align__(16) unsigned char ce_smem[];
     Vec<T>* slice = reinterpret_cast<Vec<T>*>(ce_smem);
-    __shared__ float scratch[33];
-    __shared__ float partial[4];  // this block's max, sum of exp, sum of (x - m), x[tgt] or 0
+    __shared__ float scratch[99];
+    __shared__ float partial[4];  // this block's max, sum of exp, x[tgt] or 0; smoothing's sum
     const int tid = threadIdx.x;
     const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
     const long long row = blockIdx.x / CLUSTER;
@@ -92,12 +137,9 @@ __device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
     const long long body = sp.head + static_cast<long long>(s.first) * VN;  // first column here
     const int n_edge = rank == 0 ? sp.head + sp.tail : 0;  // block 0 also takes the edges
 
-    __shared__ float xt_here;  // x[tgt] if this block holds it, else 0
-    if (tid == 0) xt_here = 0.f;
-
-    // 1. stage the slice, folding a running max. The target and x[tgt] are not waited for
-    // first: a load whose address depends on another load would cost two DRAM round trips
-    // before the first byte of the row is even requested.
+    // 1. stage the slice, each thread folding the max of its own vectors. The target is not
+    // waited for first: a load whose address depends on another load would cost two DRAM
+    // round trips before the first byte of the row is even requested.
     float m = MK_NEG_INF;
     stage_vectors<T, THREADS>(xr + body, slice, s.count, [&](const Vec<T>& v) {
 #pragma unroll
@@ -123,33 +165,27 @@ __device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
         return;
     }
     const bool in_range = tgt >= 0 && tgt < V;  // else: a caller's bug, reported as NaN
-    m = block_reduce<true>(m, scratch);  // its barriers also order tid 0's xt_here = 0 first
-    // x[tgt] from where it was staged: the thread that staged it (vector i went to thread
-    // i % THREADS) of the one block whose slice holds it, or the edge thread.
+    // x[tgt] from where it was staged: vector i went to thread i % THREADS of the one block
+    // whose slice holds it (or it is an edge element).
+    float xt = 0.f;
     bool owns_target = false;  // this thread staged (and will write) the target's vector
     if (tgt >= body && tgt < body + static_cast<long long>(s.count) * VN) {
         const long long i = (tgt - body) / VN;
         owns_target = i % THREADS == tid;
-        if (owns_target) xt_here = to_float(slice[i].v[(tgt - body) % VN]);
+        if (owns_target) xt = to_float(slice[i].v[(tgt - body) % VN]);
     }
-    if (tid < n_edge && e_idx == tgt) xt_here = e;
-    if (CLUSTER > 1) {
-        if (tid == 0) partial[0] = m;
-        cluster_sync_thread0();
-        m = cluster_reduce<true, CLUSTER>(partial, 0);
-    }
-    // A row of only -inf: shift by 0 instead, so that x - m is never -inf - -inf.
-    const float shift = m == MK_NEG_INF ? 0.f : m;
+    if (tid < n_edge && e_idx == tgt) xt = e;
 
-    // 2. p = exp(x - m) over the slice: summed (with x - m for label smoothing) and kept in
-    // place of x, rounded to T like the gradient will be, for the gradient pass. Each thread
-    // reads back only the vectors it wrote: no barrier needed.
-    float se = 0.f, sd = 0.f;
+    // 2. p = exp(x - m_thread) over this thread's vectors, summed and kept in place of x
+    // (rounded to T, like the gradient will be): the only exp of each element. Each thread
+    // reads back only the vectors it wrote, so no barrier is needed.
+    const float shift_t = m == MK_NEG_INF ? 0.f : m;
+    float se = 0.f, sd = 0.f;  // sd: sum of (x - m_thread), for label smoothing
     for (int i = tid; i < s.count; i += THREADS) {
         Vec<T> v = slice[i];
 #pragma unroll
         for (int k = 0; k < VN; ++k) {
-            const float d = to_float(v.v[k]) - shift;
+            const float d = to_float(v.v[k]) - shift_t;
             const float p = __expf(d);
             se += p;
             if (SMOOTH) sd += d;
@@ -158,26 +194,41 @@ __device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
         slice[i] = v;
     }
     if (tid < n_edge) {
-        se += __expf(e - shift);
-        if (SMOOTH) sd += e - shift;
+        se += __expf(e - shift_t);
+        if (SMOOTH) sd += e - shift_t;
     }
-    se = block_reduce<false>(se, scratch);  // its barriers also publish xt_here
-    if (SMOOTH) sd = block_reduce<false>(sd, scratch);
-    float x_t = xt_here;
+
+    // 3. one (max, sum, x[tgt]) per block, then per cluster over DSMEM: one cluster barrier.
+    Part r = block_merge({m, se, xt}, scratch);
     if (CLUSTER > 1) {
         if (tid == 0) {
-            partial[1] = se;
-            partial[2] = sd;
-            partial[3] = x_t;
+            partial[0] = r.m;
+            partial[1] = r.s;
+            partial[2] = r.xt;
         }
-        cluster_sync_thread0();  // also: every block has read everyone's partial[0]
-        se = cluster_reduce<false, CLUSTER>(partial, 1);
-        if (SMOOTH) sd = cluster_reduce<false, CLUSTER>(partial, 2);
-        x_t = cluster_reduce<false, CLUSTER>(partial, 3);  // one block's x[tgt] plus zeros
-        cluster_arrive();  // done reading the others' shared memory
+        cluster_sync_thread0();
+        r = {MK_NEG_INF, 0.f, 0.f};
+#pragma unroll
+        for (int b = 0; b < CLUSTER; ++b) {  // in rank order in every block: the same bits
+            r = merge(r, {ld_dsmem(partial, b), ld_dsmem(partial + 1, b), ld_dsmem(partial + 2, b)});
+        }
     }
-    if (!in_range) x_t = __int_as_float(0x7fc00000);
-    const float log_s = __logf(se);
+    const float shift = r.m == MK_NEG_INF ? 0.f : r.m;  // a row of only -inf shifts by 0
+    if (SMOOTH) {
+        // sum_j (x_j - m) = sum over threads of sd + n * (m_thread - m), n its element count;
+        // a second reduction, which only rows with label smoothing pay.
+        const int n_t = (s.count > tid ? (s.count - tid + THREADS - 1) / THREADS : 0) * VN +
+                        (tid < n_edge ? 1 : 0);
+        sd = block_sum(n_t ? sd + n_t * (shift_t - shift) : 0.f, scratch);
+        if (CLUSTER > 1) {
+            if (tid == 0) partial[3] = sd;
+            cluster_sync_thread0();
+            sd = cluster_sum<CLUSTER>(partial, 3);
+        }
+    }
+    if (CLUSTER > 1) cluster_arrive();  // done reading the others' shared memory
+    const float x_t = in_range ? r.xt : __int_as_float(0x7fc00000);
+    const float log_s = __logf(r.s);
     const float uniform = smoothing / static_cast<float>(V);
     if (rank == 0 && tid == 0) {
         float l = log_s + (1.f - smoothing) * (shift - x_t);
@@ -187,13 +238,15 @@ __device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
         stats[2 * row + 1] = log_s;
     }
 
-    // 3. the gradient of the slice from the kept p: (p / s - e / V) * scale, one multiply-add
-    // per element. The target's element (minus 1 - e) is written again afterwards by the one
-    // thread that wrote its vector, instead of comparing every column with the target.
+    // 4. the gradient of the slice from the kept p: p * exp(m_thread - m) / s * scale - e / V *
+    // scale, one multiply-add per element. A thread whose logits are all -inf has p = 0 and
+    // factor 0 (not exp(0 - m), which may overflow); a row of only -inf has s = 0 and gets
+    // 0 * inf = NaN, like the formula. The target's element (minus 1 - e) is written again
+    // afterwards by the thread that wrote its vector, instead of comparing every column with it.
     if (dr) {
         float scale = n_valid ? 1.f / n_valid[0] : 1.f;
         if (!in_range) scale = __int_as_float(0x7fc00000);
-        const float k_p = scale / se;
+        const float k_p = (m == MK_NEG_INF ? 0.f : __expf(shift_t - shift)) * (scale / r.s);
         const float k_0 = -uniform * scale;
         for (int i = tid; i < s.count; i += THREADS) {
             Vec<T> v = slice[i];
