@@ -269,9 +269,16 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
 
     @env.macro
     def ncu_metric(
-        op: str, impl: str, metric: str, shape: list | None = None, gpu: str | None = None
-    ) -> str:
-        """One metric of an ncu excerpt (bytes, percentages), formatted."""
+        op: str,
+        impl: str,
+        metric: str,
+        shape: list | None = None,
+        gpu: str | None = None,
+        raw: bool = False,
+    ) -> Any:
+        """One metric of an ncu excerpt (bytes, percentages), formatted; ``raw=True`` gives the
+        number itself, for a page's guards (the formatted text carries a stale badge when the
+        measured source has changed, so two texts can differ when the numbers do not)."""
         f = load(op, gpu)
         found = [
             n
@@ -282,6 +289,8 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
             raise render.ClaimFailed(f"{op}: no single ncu excerpt for {impl}")
         n = found[0]
         v = n["metrics"][metric]
+        if raw:
+            return v
         if metric.endswith("_pct"):
             text = render.fmt.percent(v / 100, lang())
         elif "bytes" in metric:
