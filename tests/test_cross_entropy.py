@@ -104,6 +104,35 @@ def test_kernel_loss_and_gradient(
     )
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_kernel_loss_only(
+    shape: tuple[int, int], dtype: torch.dtype, smoothing: float, impl: str
+) -> None:
+    """Without dx the kernels write the loss and row statistics only (cuda:1: the streaming
+    kernel, a different code path from the gradient kernel): both must match the reference,
+    and the statistics must be the ones the gradient kernel writes (the backward of
+    reduction='none' reads them)."""
+    _skip_bf16(dtype)
+    t, v = shape
+    device = "cuda" if impl == "cuda:1" else DEVICE
+    logits, target = make_inputs(t, v, dtype, device, seed=v + 1, ignore_frac=0.2)
+    run = _kernel_launch(impl)
+    loss = torch.full((t,), float("nan"), dtype=torch.float32, device=device)
+    stats = torch.full((t, 2), float("nan"), dtype=torch.float32, device=device)
+    run(logits, target, loss, stats, label_smoothing=smoothing)
+    ref_rows = reference(logits, target, reduction="none", label_smoothing=smoothing)
+    torch.testing.assert_close(
+        loss.double().cpu(), ref_rows.cpu(), rtol=LOSS_RTOL[dtype], atol=LOSS_RTOL[dtype]
+    )
+    loss_g = torch.empty_like(loss)
+    stats_g = torch.empty_like(stats)
+    run(logits, target, loss_g, stats_g, dx=torch.empty_like(logits), label_smoothing=smoothing)
+    torch.testing.assert_close(stats, stats_g, rtol=1e-5, atol=1e-5)
+
+
 # --- the autograd function: reductions, ignore_index, upstream gradients -------------------
 
 
@@ -225,6 +254,9 @@ def test_extreme_logits(dtype: torch.dtype, impl: str) -> None:
     rtol = LOSS_RTOL[dtype]  # the loss is returned in the logits' dtype: one rounding
     torch.testing.assert_close(loss.double().cpu(), ref_loss.cpu(), rtol=rtol, atol=rtol)
     torch.testing.assert_close(x.grad.double().cpu(), ref_grad.cpu(), rtol=1.6e-2, atol=1e-3)
+    with torch.no_grad():  # the loss alone: cuda:1's streaming kernel rescales differently
+        alone = cross_entropy(logits, target, reduction="none", impl=impl)
+    torch.testing.assert_close(alone.double().cpu(), ref_loss.cpu(), rtol=rtol, atol=rtol)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -237,6 +269,9 @@ def test_target_out_of_range_gives_nan_not_a_bad_read(impl: str) -> None:
     loss.sum().backward()
     assert torch.isfinite(loss[0]) and torch.isnan(loss[1:]).all()
     assert torch.isfinite(x.grad[0]).all() and torch.isnan(x.grad[1:]).all()
+    with torch.no_grad():
+        alone = cross_entropy(logits, target, reduction="none", impl=impl)
+    assert torch.isfinite(alone[0]) and torch.isnan(alone[1:]).all()
 
 
 # --- linear + cross-entropy -----------------------------------------------------------------
@@ -458,6 +493,10 @@ def test_cuda_plan(t: int, v: int, dtype: torch.dtype, cc: tuple, kernel: str | 
         assert cuda_kernels.plan(t, v, dtype, cc, 232448, smooth=True)[0] == kernel.replace(
             f"_{kernel.rsplit('_', 1)[1]}", f"_ls_{kernel.rsplit('_', 1)[1]}"
         )
+        name, sp = cuda_kernels.plan(t, v, dtype, cc, 232448, smooth=False, loss_only=True)
+        suffix = kernel.rsplit("_", 1)[1]
+        assert name == f"cross_entropy_loss_kernel1_t128_{suffix}"  # one block per row
+        assert (sp.cluster, sp.threads) == (1, 128)
 
 
 def test_every_planned_cuda_kernel_exists() -> None:
@@ -465,11 +504,12 @@ def test_every_planned_cuda_kernel_exists() -> None:
 
     compiled = compile_file(cuda_kernels.CU_FILE, "sm_90").kernel_names
     planned = {
-        cuda_kernels.plan(4, v, dtype, (9, 0), 232448, smooth)[0]
+        cuda_kernels.plan(4, v, dtype, (9, 0), 232448, smooth, loss_only)[0]
         for v in (1, 300, 2000, 10000, 14000, 20000, 30000, 40000, 60000, 128256, 200000, 300000)
         for dtype in DTYPES
         for smooth in (False, True)
-        if cuda_kernels.plan(4, v, dtype, (9, 0), 232448, smooth)
+        for loss_only in (False, True)
+        if cuda_kernels.plan(4, v, dtype, (9, 0), 232448, smooth, loss_only)
     }
     assert planned <= compiled, sorted(planned - compiled)
     assert planned == compiled, sorted(compiled - planned)  # none is unreachable

@@ -342,13 +342,22 @@ def test_cuda3_plan_and_kernels() -> None:
     from minikernel.kernels.rmsnorm import CU_FILE, plan3
 
     sp = plan3(32768, 131072, torch.bfloat16, 232448, (9, 0))
-    assert (sp.cluster, sp.per_block, sp.threads) == (4, 4096, 256)  # four 64 KB slices
+    assert (sp.cluster, sp.per_block, sp.threads) == (8, 2048, 256)  # eight 32 KB slices
+    sp = plan3(32768, 32768, torch.bfloat16, 232448, (9, 0))
+    assert (sp.cluster, sp.per_block, sp.threads) == (1, 4096, 512)  # 64 KB: one block
+    sp = plan3(32768, 4096, torch.bfloat16, 232448, (9, 0))
+    assert (sp.cluster, sp.per_block, sp.threads) == (1, 512, 256)  # two vectors per thread
+    sp = plan3(4, 131072, torch.float32, 232448, (9, 0))
+    assert (sp.cluster, sp.per_block, sp.threads) == (8, 4096, 512)  # past 8 x 32 KB
     assert plan3(4, 131072, torch.bfloat16, 232448, (8, 0)) is None
-    names = compile_file(CU_FILE, "sm_90").kernel_names
-    for n in (8, 4096, 24000, 32768, 40000, 65536, 131072, 262144, 400000):
+    names = {n for n in compile_file(CU_FILE, "sm_90").kernel_names if "kernel3" in n}
+    planned = set()
+    for n in (8, 1024, 2048, 4096, 8192, 24000, 32768, 40000, 65536, 131072, 262144, 400000):
         for dtype in (torch.float32, torch.bfloat16):
             sp = plan3(4, n, dtype, 232448, (9, 0))
             suffix = "f32" if dtype == torch.float32 else "bf16"
             for w in ("", "_wf32"):
-                name = f"rmsnorm_kernel3_t{sp.threads}_c{sp.cluster}_{suffix}{w}"
-                assert name in names, name
+                planned.add(f"rmsnorm_kernel3_t{sp.threads}_c{sp.cluster}_{suffix}{w}")
+    names = {n for n in names if n.endswith(("_f32", "_bf16", "_f32_wf32", "_bf16_wf32"))}
+    assert planned <= names, sorted(planned - names)
+    assert planned == names, sorted(names - planned)  # none is unreachable

@@ -68,6 +68,115 @@ __device__ __forceinline__ float ld_dsmem(const float* local, unsigned rank) {
     return v;
 }
 
+// --- A cluster exchange without barriers ------------------------------------------------------
+// The merge above costs, per row, a block-wide reduction (two or three __syncthreads) and a
+// cluster barrier that every thread of every block must reach before any block reads a partial
+// result, plus a second barrier at the end so that no block exits while another may still read
+// its shared memory. ClusterExchange replaces all of that with pushes: every warp reduces its
+// own values with shuffles, and lanes 0 .. CLUSTER-1 of the warp each write the warp's values
+// into one block's `slot` array with st.async, an asynchronous store to another block's shared
+// memory that, once it lands, credits its byte count to a transaction barrier (an mbarrier) in
+// that block. Each block waits on its own mbarrier until NF * WARPS * CLUSTER floats have
+// arrived, then folds them. No thread waits for another thread of its own block, nobody reads
+// remote memory, and since every block waits only for what is written into it, a block may
+// exit as soon as it is done. The one cluster barrier left makes sure every block's mbarrier
+// is initialised before anyone pushes into it; it is split in two (exchange_open arrives
+// before the row is loaded, exchange_push waits after), so the wait is normally long over.
+// The slots are laid out the same way in every block, so every block folds the same values
+// in the same order and gets the same bits.
+template <int NF, int WARPS, int CLUSTER> struct ClusterExchange {
+    unsigned long long full;         // the mbarrier (8-byte aligned: first member)
+    float slot[NF][WARPS * CLUSTER]; // value f of warp w of block r at slot[f][w * CLUSTER + r]
+};
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// The address in block `rank`'s shared memory of what sits at `addr` in ours.
+__device__ __forceinline__ unsigned map_to_rank(unsigned addr, unsigned rank) {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+    return remote;
+}
+
+// Before the row is loaded: thread 0 sets up the mbarrier (one arrival expected: its own, with
+// the byte count), fences the initialisation for the cluster, and every thread arrives at the
+// cluster barrier without waiting.
+template <int NF, int WARPS, int CLUSTER>
+__device__ __forceinline__ void exchange_open(ClusterExchange<NF, WARPS, CLUSTER>& xch) {
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&xch.full)) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+
+// Every lane of every warp holds its warp's NF values in v. Returns (to every thread) when this
+// block's slots hold the values of every warp of every block in the cluster.
+template <int NF, int WARPS, int CLUSTER>
+__device__ __forceinline__ void exchange_push(ClusterExchange<NF, WARPS, CLUSTER>& xch,
+                                              const float (&v)[NF]) {
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");  // all mbarriers are set
+    const unsigned bar = smem_u32(&xch.full);
+    if (threadIdx.x == 0) {
+        constexpr unsigned bytes = NF * WARPS * CLUSTER * sizeof(float);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+                     "r"(bytes)
+                     : "memory");
+    }
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane < CLUSTER) {  // lane r sends the warp's values to block r
+        const unsigned me = cluster_rank();
+        const unsigned remote_bar = map_to_rank(bar, lane);
+#pragma unroll
+        for (int f = 0; f < NF; ++f) {
+            const unsigned dst = map_to_rank(smem_u32(&xch.slot[f][warp * CLUSTER + me]), lane);
+            asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];"
+                         ::"r"(dst), "f"(v[f]), "r"(remote_bar)
+                         : "memory");
+        }
+    }
+    unsigned done = 0;
+    do {  // phase 0 completes once thread 0 has arrived and every byte has landed
+        asm volatile(
+            "{\n\t.reg .pred p;\n\t"
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\t"
+            "selp.u32 %0, 1, 0, p;\n\t}"
+            : "=r"(done)
+            : "r"(bar)
+            : "memory");
+    } while (!done);
+}
+
+// The fold after exchange_push: lane l merges slots l, l + 32, ... into acc (which holds the
+// identity on entry), then the warp merges its lanes with an xor butterfly, which leaves the
+// same bits in every lane as long as merge(a, b) == merge(b, a) bit for bit.
+// merge(a, b) updates the NF floats of a in place.
+template <int NF, int WARPS, int CLUSTER, typename Merge>
+__device__ __forceinline__ void exchange_fold(const ClusterExchange<NF, WARPS, CLUSTER>& xch,
+                                              float (&acc)[NF], Merge&& merge) {
+    constexpr int SLOTS = WARPS * CLUSTER;
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < (SLOTS + 31) / 32; ++i) {
+        const int k = lane + 32 * i;
+        if (k < SLOTS) {
+            float f[NF];
+#pragma unroll
+            for (int j = 0; j < NF; ++j) f[j] = xch.slot[j][k];
+            merge(acc, f);
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float f[NF];
+#pragma unroll
+        for (int j = 0; j < NF; ++j) f[j] = __shfl_xor_sync(0xffffffffu, acc[j], o);
+        merge(acc, f);
+    }
+}
+
 #endif  // __CUDA_ARCH__ >= 900
 
 // --- 16-byte aligned body and scalar edges ---------------------------------------------------

@@ -8,9 +8,9 @@
 // The Triton kernel reads a 128K-class row twice (once for log_s, once for the gradient, the
 // second time hoping for L2) because one program cannot hold 256 KB. Here a thread-block
 // cluster holds it: the row is cut into slices of at most ~64 KB (cluster.cuh), each block
-// stages its slice in shared memory, the blocks agree on (m, sum of exp) over DSMEM at a single
-// cluster barrier (the online softmax merge), and each block writes its slice of the gradient
-// from shared memory. DRAM traffic is the byte model's
+// stages its slice in shared memory, every warp pushes its (m, sum of exp) to every block of the
+// cluster, where they are merged (the online softmax merge; ClusterExchange in cluster.cuh,
+// no barrier), and each block writes its slice of the gradient from shared memory. DRAM traffic is the byte model's
 // 2 * T * V * b (read x, write dx), against ~3 * T * V * b for a second read that misses L2.
 //
 // The budget that shapes the passes: an H200 SM's share of the DRAM ceiling is ~17 bytes per
@@ -25,9 +25,9 @@
 //
 // Needs sm_90+ (clusters). The host sends here only rows whose x and dx are equally aligned
 // modulo 16 bytes (every row splits into the same scalar head, 16-byte body and scalar tail).
-// minikernel: max-registers 80 (fp32 with label smoothing in clusters of 8 holds the 24 DSMEM
-// reads of the cluster merge at once: 76 registers x 256 threads x 3 blocks still fit an SM's
-// 65536, so the three blocks that shared memory allows per SM stay resident)
+// minikernel: max-registers 64 (fp32 blocks of 512 threads take 58: 256-thread blocks at up to
+// 64 registers x 3 blocks still fit an SM's 65536, so the three blocks that shared memory allows
+// per SM stay resident)
 #include "cluster.cuh"
 #include "common.cuh"
 
@@ -50,15 +50,6 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     __syncthreads();
     const float r = scratch[32];
     __syncthreads();  // scratch is reused by the next call
-    return r;
-}
-
-// Sum of slot `k` of `partial` over the CLUSTER blocks, in rank order: the same bits in every
-// block. The caller has made the slots visible with a cluster barrier.
-template <int CLUSTER> __device__ __forceinline__ float cluster_sum(const float* partial, int k) {
-    float r = 0.f;
-#pragma unroll
-    for (int b = 0; b < CLUSTER; ++b) r += ld_dsmem(partial + k, b);
     return r;
 }
 
@@ -114,6 +105,42 @@ __device__ __forceinline__ Part block_merge(Part t, float* scratch) {
     return r;
 }
 
+// The summary that rows spanning a cluster exchange, per warp: a Part (m, s, xt) and, with label
+// smoothing, d = sum of (x - shift) over its logits and n = how many there are, shift being m
+// (or 0 when m is -inf). Merging b into a moves both d's to the common shift. Symmetric bit for
+// bit like merge, so that exchange_fold's butterfly leaves every lane the same.
+template <int NF> __device__ __forceinline__ void merge_into(float (&a)[NF], const float (&b)[NF]) {
+    const Part p = merge({a[0], a[1], a[2]}, {b[0], b[1], b[2]});
+    if constexpr (NF == 5) {
+        const float sh = p.m == MK_NEG_INF ? 0.f : p.m;
+        const float da = a[4] != 0.f ? fmaf(a[4], (a[0] == MK_NEG_INF ? 0.f : a[0]) - sh, a[3]) : 0.f;
+        const float db = b[4] != 0.f ? fmaf(b[4], (b[0] == MK_NEG_INF ? 0.f : b[0]) - sh, b[3]) : 0.f;
+        a[3] = da + db;
+        a[4] = a[4] + b[4];
+    }
+    a[0] = p.m;
+    a[1] = p.s;
+    a[2] = p.xt;
+}
+
+// A thread's summary {m, s, xt[, d, n]} merged over the warp (every lane gets it), pushed to every
+// block of the cluster and merged there: the row's summary, in every thread of the cluster.
+template <int NF, int WARPS, int CLUSTER>
+__device__ __forceinline__ void cluster_merge(ClusterExchange<NF, WARPS, CLUSTER>& xch,
+                                              float (&a)[NF]) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float b[NF];
+#pragma unroll
+        for (int j = 0; j < NF; ++j) b[j] = __shfl_xor_sync(0xffffffffu, a[j], o);
+        merge_into(a, b);
+    }
+    exchange_push(xch, a);
+#pragma unroll
+    for (int j = 0; j < NF; ++j) a[j] = j == 0 ? MK_NEG_INF : 0.f;
+    exchange_fold(xch, a, [](float (&u)[NF], const float (&v)[NF]) { merge_into(u, v); });
+}
+
 // --8<-- [start:kernel]
 template <typename T, int THREADS, int CLUSTER, bool SMOOTH>
 __device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
@@ -126,9 +153,11 @@ __device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
     extern __shared__ __align__(16) unsigned char ce_smem[];
     Vec<T>* slice = reinterpret_cast<Vec<T>*>(ce_smem);
     __shared__ float scratch[99];
-    __shared__ float partial[4];  // this block's max, sum of exp, x[tgt] or 0; smoothing's sum
+    // per warp: max, sum of exp, x[tgt] or 0; with smoothing also sum of (x - max) and a count
+    __shared__ ClusterExchange<SMOOTH ? 5 : 3, THREADS / 32, CLUSTER> xch;
     const int tid = threadIdx.x;
     const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
+    if (CLUSTER > 1) exchange_open(xch);  // before the loads: the barrier's wait comes later
     const long long row = blockIdx.x / CLUSTER;
     const T* xr = x + row * stride_x;
     T* dr = dx ? dx + row * stride_dx : nullptr;
@@ -198,35 +227,36 @@ __device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
         if (SMOOTH) sd += e - shift_t;
     }
 
-    // 3. one (max, sum, x[tgt]) per block, then per cluster over DSMEM: one cluster barrier.
-    Part r = block_merge({m, se, xt}, scratch);
-    if (CLUSTER > 1) {
-        if (tid == 0) {
-            partial[0] = r.m;
-            partial[1] = r.s;
-            partial[2] = r.xt;
+    // 3. one (max, sum, x[tgt]) per row. Rows that span a cluster push one per warp to every
+    // block (ClusterExchange, cluster.cuh), label smoothing's sum riding along; one-block rows
+    // merge within the block, and smoothing pays a second reduction there.
+    Part r;
+    float shift;
+    if constexpr (CLUSTER > 1) {
+        float a[SMOOTH ? 5 : 3];
+        a[0] = m;
+        a[1] = se;
+        a[2] = xt;
+        if constexpr (SMOOTH) {  // this thread's sum of (x - shift_t), and its element count
+            a[3] = sd;
+            a[4] = static_cast<float>(
+                (s.count > tid ? (s.count - tid + THREADS - 1) / THREADS : 0) * VN +
+                (tid < n_edge ? 1 : 0));
         }
-        cluster_sync_thread0();
-        r = {MK_NEG_INF, 0.f, 0.f};
-#pragma unroll
-        for (int b = 0; b < CLUSTER; ++b) {  // in rank order in every block: the same bits
-            r = merge(r, {ld_dsmem(partial, b), ld_dsmem(partial + 1, b), ld_dsmem(partial + 2, b)});
+        cluster_merge(xch, a);
+        r = {a[0], a[1], a[2]};
+        shift = r.m == MK_NEG_INF ? 0.f : r.m;  // a row of only -inf shifts by 0
+        if constexpr (SMOOTH) sd = a[3];
+    } else {
+        r = block_merge({m, se, xt}, scratch);
+        shift = r.m == MK_NEG_INF ? 0.f : r.m;
+        if constexpr (SMOOTH) {
+            // sum_j (x_j - m) = sum over threads of sd + n * (m_thread - m), n its element count
+            const int n_t = (s.count > tid ? (s.count - tid + THREADS - 1) / THREADS : 0) * VN +
+                            (tid < n_edge ? 1 : 0);
+            sd = block_sum(n_t ? sd + n_t * (shift_t - shift) : 0.f, scratch);
         }
     }
-    const float shift = r.m == MK_NEG_INF ? 0.f : r.m;  // a row of only -inf shifts by 0
-    if (SMOOTH) {
-        // sum_j (x_j - m) = sum over threads of sd + n * (m_thread - m), n its element count;
-        // a second reduction, which only rows with label smoothing pay.
-        const int n_t = (s.count > tid ? (s.count - tid + THREADS - 1) / THREADS : 0) * VN +
-                        (tid < n_edge ? 1 : 0);
-        sd = block_sum(n_t ? sd + n_t * (shift_t - shift) : 0.f, scratch);
-        if (CLUSTER > 1) {
-            if (tid == 0) partial[3] = sd;
-            cluster_sync_thread0();
-            sd = cluster_sum<CLUSTER>(partial, 3);
-        }
-    }
-    if (CLUSTER > 1) cluster_arrive();  // done reading the others' shared memory
     const float x_t = in_range ? r.xt : __int_as_float(0x7fc00000);
     const float log_s = __logf(r.s);
     const float uniform = smoothing / static_cast<float>(V);
@@ -264,9 +294,119 @@ __device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
             dr[tgt] = from_float<T>((__expf(x_t - shift - log_s) - uniform - hit) * scale);
         }
     }
-    if (CLUSTER > 1) cluster_wait();  // keep `partial` alive until every block has read it
 }
 // --8<-- [end:kernel]
+
+// --8<-- [start:loss]
+// The loss alone (no gradient wanted: evaluation, or a caller who asks for the loss only). Without
+// a gradient to write, nothing has to wait on chip: one block per row streams it through
+// registers (U vectors per thread in flight before the first is used), each thread keeping a
+// running (max, sum of exp), the online softmax, rescaled once per U vectors rather than once
+// per element. No shared memory is staged, so an SM holds as many blocks as its registers allow
+// and DRAM sees one read of each logit: T * V * b bytes. x[tgt] is read once more, by the
+// thread that streamed it, from L2. The host launches 128 threads per block: a probe on the
+// H200 measured 128 and 256 within noise of each other and 512 slower, and one block per row
+// ahead of splitting the row over a cluster (which this kernel therefore does not do).
+template <typename T, int THREADS, bool SMOOTH>
+__device__ __forceinline__ void cross_entropy_loss1(const T* x, long long stride_x,
+                                                    const long long* target, float* loss,
+                                                    float* stats, long long V,
+                                                    long long ignore_index, float smoothing) {
+    constexpr int VN = Vec<T>::N;
+    constexpr int U = 4;  // vectors per thread in flight
+    __shared__ float scratch[99];
+    const int tid = threadIdx.x;
+    const long long row = blockIdx.x;
+    const T* xr = x + row * stride_x;
+    const RowSplit sp = split_row(xr, V);
+    const T* xb = xr + sp.head;
+    const long long count = sp.nvec;
+    const int n_edge = sp.head + sp.tail;
+    const long long tgt = target[row];  // not waited for until the row has streamed
+
+    float m = MK_NEG_INF, se = 0.f, sx = 0.f;  // sx: sum of x, for label smoothing
+    long long i = tid;
+    for (; i + (U - 1) * THREADS < count; i += U * THREADS) {
+        Vec<T> v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) v[u] = load_vec(xb + (i + u * THREADS) * VN);
+        float mu = m;
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+#pragma unroll
+            for (int k = 0; k < VN; ++k) mu = fmaxf(mu, to_float(v[u].v[k]));
+        }
+        const float shift = mu == MK_NEG_INF ? 0.f : mu;
+        se *= __expf(m - shift);  // m = -inf (nothing yet): exp(-inf) = 0, and se is 0 anyway
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+#pragma unroll
+            for (int k = 0; k < VN; ++k) {
+                const float f = to_float(v[u].v[k]);
+                se += __expf(f - shift);
+                if (SMOOTH) sx += f;
+            }
+        }
+        m = mu;
+    }
+    for (; i < count; i += THREADS) {  // fewer than U vectors left for this thread
+        const Vec<T> v = load_vec(xb + i * VN);
+        float mu = m;
+#pragma unroll
+        for (int k = 0; k < VN; ++k) mu = fmaxf(mu, to_float(v.v[k]));
+        const float shift = mu == MK_NEG_INF ? 0.f : mu;
+        se *= __expf(m - shift);
+#pragma unroll
+        for (int k = 0; k < VN; ++k) {
+            const float f = to_float(v.v[k]);
+            se += __expf(f - shift);
+            if (SMOOTH) sx += f;
+        }
+        m = mu;
+    }
+    long long e_idx;
+    const float e = edge_value(xr, sp, tid, n_edge, e_idx);
+    if (tid < n_edge) {
+        const float mu = fmaxf(m, e);
+        const float shift = mu == MK_NEG_INF ? 0.f : mu;
+        se = se * __expf(m - shift) + __expf(e - shift);
+        if (SMOOTH) sx += e;
+        m = mu;
+    }
+    if (tgt == ignore_index) {  // the whole block takes this branch together
+        if (tid == 0) {
+            loss[row] = 0.f;
+            stats[2 * row] = 0.f;
+            stats[2 * row + 1] = 0.f;
+        }
+        return;
+    }
+    const bool in_range = tgt >= 0 && tgt < V;
+    float xt = 0.f;
+    if (tgt >= sp.head && tgt < sp.head + count * VN && ((tgt - sp.head) / VN) % THREADS == tid) {
+        xt = to_float(xr[tgt]);  // this thread streamed that vector: an L2 (or L1) hit
+    }
+    if (tid < n_edge && e_idx == tgt) xt = e;
+
+    const Part r = block_merge({m, se, xt}, scratch);
+    const float shift = r.m == MK_NEG_INF ? 0.f : r.m;  // a row of only -inf shifts by 0
+    float sd = 0.f;  // sum over the row of (x - shift), for label smoothing
+    if (SMOOTH) {
+        const long long n_t = (count > tid ? (count - tid + THREADS - 1) / THREADS : 0) * VN +
+                              (tid < n_edge ? 1 : 0);
+        sd = block_sum(n_t ? sx - static_cast<float>(n_t) * shift : 0.f, scratch);
+    }
+    if (tid == 0) {
+        const float x_t = in_range ? r.xt : __int_as_float(0x7fc00000);
+        const float log_s = __logf(r.s);
+        float l = log_s + (1.f - smoothing) * (shift - x_t);
+        if (SMOOTH) l -= smoothing / static_cast<float>(V) * sd;
+        loss[row] = l;
+        stats[2 * row] = shift;
+        stats[2 * row + 1] = log_s;
+    }
+}
+// --8<-- [end:loss]
 
 #define CE_ENTRY(SUFFIX, T, THREADS, CLUSTER, SMOOTH, SM, DIMS)                                 \
     extern "C" __global__ void DIMS __launch_bounds__(THREADS)                                  \
@@ -278,11 +418,20 @@ __device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
                                                     stride_dx, n_valid, V, ignore_index,        \
                                                     smoothing, per_block);                      \
     }
+#define CE_LOSS_ENTRY(SUFFIX, T, THREADS, SMOOTH, SM)                                           \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                       \
+        cross_entropy_loss_kernel1_t##THREADS##SM##_##SUFFIX(                                   \
+            const T* x, long long stride_x, const long long* target, float* loss, float* stats, \
+            long long V, long long ignore_index, float smoothing) {                             \
+        cross_entropy_loss1<T, THREADS, SMOOTH>(x, stride_x, target, loss, stats, V,            \
+                                                ignore_index, smoothing);                       \
+    }
 #define CE_SMOOTH(SUFFIX, T, THREADS, CLUSTER, DIMS)                                            \
     CE_ENTRY(SUFFIX, T, THREADS, CLUSTER, false, , DIMS)                                        \
     CE_ENTRY(SUFFIX, T, THREADS, CLUSTER, true, _ls, DIMS)
 // What the host launches (slices.py): a row of up to 64 KB in one block of 128, 256 or 512
-// threads; longer rows in clusters of 2, 4 or 8 blocks of 256 or 512 threads.
+// threads; longer rows in clusters of 2, 4 or 8 blocks of 256 or 512 threads. The loss alone:
+// one block of 128 threads per row.
 #define CE_SIZES(SUFFIX, T) \
     CE_SMOOTH(SUFFIX, T, 128, 1, ) \
     CE_SMOOTH(SUFFIX, T, 256, 1, ) \
@@ -291,7 +440,9 @@ __device__ __forceinline__ void cross_entropy1(const T* x, long long stride_x,
     CE_SMOOTH(SUFFIX, T, 512, 2, __cluster_dims__(2, 1, 1)) \
     CE_SMOOTH(SUFFIX, T, 256, 4, __cluster_dims__(4, 1, 1)) \
     CE_SMOOTH(SUFFIX, T, 256, 8, __cluster_dims__(8, 1, 1)) \
-    CE_SMOOTH(SUFFIX, T, 512, 8, __cluster_dims__(8, 1, 1))
+    CE_SMOOTH(SUFFIX, T, 512, 8, __cluster_dims__(8, 1, 1)) \
+    CE_LOSS_ENTRY(SUFFIX, T, 128, false, ) \
+    CE_LOSS_ENTRY(SUFFIX, T, 128, true, _ls)
 MK_FOR_EACH_DTYPE(CE_SIZES)
 
 #endif  // __CUDA_ARCH__ >= 900

@@ -20,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 CU_FILE = HERE / "cross_entropy.cu"
 SUFFIX = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 _INT32_MAX = 2**31 - 1
+LOSS_THREADS = 128  # the loss-only kernel's block (see cross_entropy.cu)
 
 
 def plan(
@@ -29,16 +30,24 @@ def plan(
     cc: tuple[int, int],
     smem_optin: int,
     smooth: bool,
+    loss_only: bool = False,
     **knobs: int,
 ) -> tuple[str, SlicePlan] | None:
-    """(kernel name, slices) for T rows of V logits, or None when the kernel cannot run it."""
+    """(kernel name, slices) for T rows of V logits, or None when the kernel cannot run it.
+    ``loss_only``: the kernel that streams each row through one block for the loss and writes
+    no gradient (no slices, no shared memory; ``knobs`` do not apply to it)."""
     if cc < (9, 0) or dtype not in SUFFIX or v > _INT32_MAX:
         return None
     vn = 16 // torch.empty((), dtype=dtype).element_size()
+    ls = "_ls" if smooth else ""
+    if loss_only:  # one block per row, streamed: no slices, no shared memory
+        if t > _INT32_MAX:
+            return None
+        sp = SlicePlan(1, max(1, v // vn), LOSS_THREADS)
+        return f"cross_entropy_loss_kernel1_t{LOSS_THREADS}{ls}_{SUFFIX[dtype]}", sp
     sp = plan_slices(max(1, v // vn), smem_optin, **knobs)
     if sp is None or t * sp.cluster > _INT32_MAX:
         return None
-    ls = "_ls" if smooth else ""
     return f"cross_entropy_kernel1_t{sp.threads}_c{sp.cluster}{ls}_{SUFFIX[dtype]}", sp
 
 
@@ -63,7 +72,8 @@ def launch(
     knobs: dict | None = None,
 ) -> bool:
     """Loss, (T, 2) row statistics and, when ``dx`` is given (it may be ``x``), the gradient
-    scaled by 1/``n_valid`` when given. False (nothing launched) for a case it does not take."""
+    scaled by 1/``n_valid`` when given; without ``dx``, the loss-only kernel. False (nothing
+    launched) for a case it does not take."""
     from minikernel.kernels.softmax.cuda_kernels import device_facts
 
     t, v = x.shape
@@ -77,19 +87,44 @@ def launch(
         return False  # the rows of x and dx would split at different columns
     index = x.device.index if x.device.index is not None else torch.cuda.current_device()
     facts = device_facts(index)
-    p = plan(t, v, x.dtype, facts.cc, facts.smem_optin, label_smoothing > 0.0, **(knobs or {}))
+    loss_only = dx is None
+    p = plan(
+        t,
+        v,
+        x.dtype,
+        facts.cc,
+        facts.smem_optin,
+        label_smoothing > 0.0,
+        loss_only,
+        **(knobs or {}),
+    )
     if p is None:
         return False
     name, sp = p
+    tgt = target if target.dtype == torch.int64 else target.long()
+    if loss_only:
+        args_loss = (
+            x,
+            ctypes.c_int64(x.stride(0)),
+            tgt,
+            loss,
+            stats,
+            ctypes.c_int64(v),
+            ctypes.c_int64(ignore_index),
+            ctypes.c_float(label_smoothing),
+        )
+        with torch.cuda.device(index):
+            _kernel(name, index)(t, sp.threads, args_loss, shared_mem=0)
+        return True
     null = ctypes.c_void_p(0)
     args = (
         x,
         ctypes.c_int64(x.stride(0)),
-        target if target.dtype == torch.int64 else target.long(),
+        tgt,
         loss,
         stats,
-        dx if dx is not None else null,
-        ctypes.c_int64(dx.stride(0) if dx is not None else 0),
+        dx,
+        ctypes.c_int64(dx.stride(0)),
         n_valid if n_valid is not None else null,
         ctypes.c_int64(v),
         ctypes.c_int64(ignore_index),

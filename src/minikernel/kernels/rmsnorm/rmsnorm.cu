@@ -194,11 +194,12 @@ MK_FOR_EACH_DTYPE(RMSNORM2)
 
 // --8<-- [start:kernel3]
 // Kernel 2 keeps at most 4 vectors per thread x 1024 threads in registers (32768 bf16 values);
-// past that it reads x twice. Kernel 3 stages the row in shared memory instead, in slices of at
-// most ~64 KB (the host picks the cluster size): a 131072-value bf16 row is four blocks of one
-// cluster, each holding a quarter. Each block sums its slice's squares while staging it, the
-// cluster adds the CLUSTER partial sums (read over DSMEM in rank order, so every block gets the
-// same bits), and each block writes its slice. Needs n % Vec<T>::N == 0 and 16-byte aligned
+// past that it reads x twice. Kernel 3 stages the row in shared memory instead: a row of up to
+// 64 KB in one block, a longer one in 32 KB slices over a cluster (the host picks the sizes,
+// see plan3): a 131072-value bf16 row is eight blocks of one cluster, each holding an eighth. Each block sums its slice's squares while staging it, every
+// warp pushes its sum to every block of the cluster (ClusterExchange: no block or cluster
+// barrier, and every block adds the same values in the same order, so gets the same bits),
+// and each block writes its slice. Needs n % Vec<T>::N == 0 and 16-byte aligned
 // x, y, w, like kernel 2.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 template <typename T, typename W, int THREADS, int CLUSTER>
@@ -208,8 +209,9 @@ __device__ __forceinline__ void rmsnorm3(const T* x, const W* w, T* y, float* rs
     extern __shared__ __align__(16) unsigned char rmsnorm_smem[];
     Vec<T>* slice = reinterpret_cast<Vec<T>*>(rmsnorm_smem);
     __shared__ float scratch[32];
-    __shared__ float partial;
+    __shared__ ClusterExchange<1, THREADS / 32, CLUSTER> xch;
     const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
+    if (CLUSTER > 1) exchange_open(xch);  // before the loads: the barrier's wait comes later
     const long long row = blockIdx.x / CLUSTER;
     const T* xr = x + row * n;
     T* yr = y + row * n;
@@ -223,16 +225,19 @@ __device__ __forceinline__ void rmsnorm3(const T* x, const W* w, T* y, float* rs
             ss += f * f;
         }
     });
-    float total = block_sum(ss, scratch);
-    if (CLUSTER > 1) {
-        if (threadIdx.x == 0) partial = total;
-        cluster_sync_thread0();  // every block's partial sum is written and visible
-        total = 0.0f;
+    float total;
+    if (CLUSTER > 1) {  // each warp's sum goes to every block of the cluster (cluster.cuh)
 #pragma unroll
-        for (int r = 0; r < CLUSTER; ++r) total += ld_dsmem(&partial, r);
-        cluster_arrive();  // done reading the others' shared memory
+        for (int offset = 16; offset > 0; offset >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, offset);
+        exchange_push(xch, {ss});
+        float acc[1] = {0.0f};
+        exchange_fold(xch, acc, [](float (&a)[1], const float (&b)[1]) { a[0] += b[0]; });
+        total = acc[0];
+    } else {
+        total = block_sum(ss, scratch);
     }
     const float rstd = rsqrtf(total / static_cast<float>(n) + eps);
+#pragma unroll 2  // the default (4) spills registers in fp32 now that no barrier splits the code
     for (int i = threadIdx.x; i < s.count; i += THREADS) {
         const long long j = first + static_cast<long long>(i) * V;
         float wf[V];
@@ -244,7 +249,6 @@ __device__ __forceinline__ void rmsnorm3(const T* x, const W* w, T* y, float* rs
         store_vec(yr + j, out);
     }
     if (rstd_out && rank == 0 && threadIdx.x == 0) rstd_out[row] = rstd;
-    if (CLUSTER > 1) cluster_wait();  // keep `partial` alive until every block has read it
 }
 
 #define RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, THREADS, CLUSTER, DIMS)                          \
@@ -253,14 +257,12 @@ __device__ __forceinline__ void rmsnorm3(const T* x, const W* w, T* y, float* rs
             const T* x, const W* w, T* y, float* rstd, long long n, float eps, int per_block) {  \
         rmsnorm3<T, W, THREADS, CLUSTER>(x, w, y, rstd, n, eps, per_block);                    \
     }
-// What the host launches (slices.py): a row of up to 64 KB in one block of 128, 256 or 512
-// threads; longer rows in clusters of 2, 4 or 8 blocks of 256 or 512 threads.
+// What the host launches (plan3): a row of up to 64 KB in one block of 128, 256 or 512
+// threads; longer rows in clusters of 4 or 8 blocks of 256 threads (512 past 8 x 32 KB).
 #define RMSNORM3_WEIGHT(SUFFIX, T, W, WSUFFIX) \
     RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 128, 1, ) \
     RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 256, 1, ) \
     RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 1, ) \
-    RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 256, 2, __cluster_dims__(2, 1, 1)) \
-    RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 2, __cluster_dims__(2, 1, 1)) \
     RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 256, 4, __cluster_dims__(4, 1, 1)) \
     RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 256, 8, __cluster_dims__(8, 1, 1)) \
     RMSNORM3_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 8, __cluster_dims__(8, 1, 1))

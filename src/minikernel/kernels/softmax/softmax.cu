@@ -692,7 +692,8 @@ MK_FOR_EACH_DTYPE(SOFTMAX9_SIZES)
 //      once, see cluster.cuh), then each thread takes the max m_t of its own vectors;
 //   2. each thread computes p = exp(x - m_t) for its vectors, adds them up, and (when the row
 //      spans a cluster) writes p back over x in shared memory, rounded to T like the output
-//      will be; then one (max, sum) per block, and one per cluster over DSMEM;
+//      will be; then one (max, sum) per warp, pushed to every block of the cluster and merged
+//      there in the same order (ClusterExchange, cluster.cuh: no block or cluster barrier);
 //   3. each thread writes y = p * exp(m_t - m) / s: one multiply per element, no second exp
 //      (a one-block row computes y = exp(x - m) / s from x again instead).
 // Why keep p rather than recompute it: an exp is a MUFU op, and an H200 SM does 16 of those per
@@ -715,10 +716,11 @@ template <typename T, int THREADS, int CLUSTER>
 __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per_block) {
     constexpr int VN = Vec<T>::N;
     __shared__ float scratch[66];
-    __shared__ float partial[2];
+    __shared__ ClusterExchange<2, THREADS / 32, CLUSTER> xch;
     Vec<T>* slice = dynamic_smem<Vec<T>>();
     const int tid = threadIdx.x;
     const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
+    if (CLUSTER > 1) exchange_open(xch);  // before the loads: the barrier's wait comes later
     const long long row = blockIdx.x / CLUSTER;
     const T* xr = x + row * N;
     T* yr = y + row * N;
@@ -752,19 +754,19 @@ __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per
         }
         if (KEEP_P) slice[i] = v;  // read back in step 3 by this same thread: no barrier needed
     }
-    MaxSum t = block_ms({m, sum}, scratch);
-    if (CLUSTER > 1) {
-        if (tid == 0) {
-            partial[0] = t.m;
-            partial[1] = t.s;
-        }
-        cluster_sync_thread0();  // every block's pair is written and visible
-        t = {MK_NEG_INF, 0.f};
-#pragma unroll
-        for (int r = 0; r < CLUSTER; ++r) {  // the same order in every block: the same bits
-            t = ms_merge(t, {ld_dsmem(&partial[0], r), ld_dsmem(&partial[1], r)});
-        }
-        cluster_arrive();  // done reading the others' shared memory
+    MaxSum t;
+    if (CLUSTER > 1) {  // each warp's pair goes to every block of the cluster (cluster.cuh)
+        t = warp_ms({m, sum});
+        exchange_push(xch, {t.m, t.s});
+        float acc[2] = {MK_NEG_INF, 0.f};
+        exchange_fold(xch, acc, [](float (&a)[2], const float (&b)[2]) {
+            const MaxSum r = ms_merge({a[0], a[1]}, {b[0], b[1]});
+            a[0] = r.m;
+            a[1] = r.s;
+        });
+        t = {acc[0], acc[1]};
+    } else {
+        t = block_ms({m, sum}, scratch);
     }
     // 3. y = p * exp(m_t - m) / s, written once. A thread whose elements are all -inf has
     // m_t = -inf and p = 0: its factor is 0 (not exp(0 - m), which overflows for m < -88); when
@@ -782,7 +784,6 @@ __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per
         store_vec(yb + static_cast<long long>(i) * VN, v);
     }
     if (tid < n_edge) yr[e_idx] = from_float<T>(__expf(e - t.m) * inv);
-    if (CLUSTER > 1) cluster_wait();  // keep `partial` alive until every block has read it
 }
 
 #define SOFTMAX10_CLUSTER(SUFFIX, T, THREADS, CLUSTER)                                       \
