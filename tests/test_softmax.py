@@ -512,3 +512,27 @@ def test_lab_checks_then_exits_2_without_gpu(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "all correct" in proc.stdout
     assert not any(tmp_path.iterdir())
+
+
+def test_quack_peer_survives_the_package_shadowing_its_module(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """quack-kernels' __init__ does `from quack.softmax import softmax`, so the attribute
+    quack.softmax is the function, not the module; `import quack.softmax as qs` then returns
+    the function. A stand-in package with that layout: the runner must call the function."""
+    import sys
+
+    from minikernel.kernels.softmax import make_runner
+
+    pkg = tmp_path / "quack"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from quack.softmax import softmax\n")
+    (pkg / "softmax.py").write_text(
+        "import torch\n\ndef softmax(x):\n    return torch.softmax(x.float(), -1).to(x.dtype) + 0\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m == "quack" or m.startswith("quack.")]:
+        monkeypatch.delitem(sys.modules, name)
+    x = torch.randn(3, 5)
+    run = make_runner("quack", [3, 5], torch.float32, device="cpu", inputs=x)
+    torch.testing.assert_close(run(), torch.softmax(x, -1))
+    for name in [m for m in sys.modules if m == "quack" or m.startswith("quack.")]:
+        monkeypatch.delitem(sys.modules, name)

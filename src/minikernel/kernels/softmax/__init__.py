@@ -17,6 +17,7 @@ import torch
 
 from minikernel._checks import FLOAT_DTYPES, check_device, check_same, check_tensor
 from minikernel.bench.peers import compiled
+from minikernel.kernels._peers import import_peer
 from minikernel.kernels._registry import Variant
 
 from .cuda_kernels import CU_FILE, RUNGS, UnsupportedShape, device_facts, plan
@@ -277,7 +278,7 @@ def make_runner(
     (x,)) when a lab shares one input among the implementations, else seeded random logits.
     Peers: ``torch:eager``, ``torch:compile`` (compiled for this shape), ``liger``
     (Liger-Kernel, which refuses rows over 65536 with RuntimeError on the first call) and
-    ``quack`` (ImportError where it is not installed)."""
+    ``quack`` (PeerUnavailable where it is not installed)."""
     m, n = shape
     if inputs is None:
         x = make_inputs(m, n, dtype, device, seed)
@@ -293,10 +294,11 @@ def make_runner(
 
         return lambda: LigerSoftmaxFunction.apply(x)
     if impl == "quack":
-        import quack.softmax as qs
-
-        fn = getattr(qs, "softmax_fwd", None) or qs.softmax
-        return lambda: fn(x)
+        # The package, not `import quack.softmax`: quack/__init__.py rebinds the name
+        # quack.softmax to its softmax function, so that import statement hands back the
+        # function and `qs.softmax` fails (it did in a lab run, with quack-kernels 0.6.5).
+        quack = import_peer("quack", "quack-kernels")
+        return lambda: quack.softmax(x)
     if impl not in VARIANTS:
         raise ValueError(f"{OP}: unknown impl {impl!r}; choose from {[*VARIANTS, *PEERS]}")
     out = torch.empty_like(x)
