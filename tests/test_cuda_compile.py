@@ -69,7 +69,9 @@ def test_compiles_without_spills(path: Path, arch: str) -> None:
 def test_wrong_fixture_still_compiles() -> None:
     from fixtures.wrong_kernels import VECTOR_ADD_NOMASK_CU
 
-    assert "vector_add_nomask_f32" in compile_file(VECTOR_ADD_NOMASK_CU, "sm_90").usage
+    # kernel_names reads the cubin itself; the ptxas report (.usage) comes back empty from some
+    # NVRTC builds (the H200 runner's, in one run), which made this check fail there.
+    assert "vector_add_nomask_f32" in compile_file(VECTOR_ADD_NOMASK_CU, "sm_90").kernel_names
 
 
 def test_compile_error_names_file_and_line(tmp_path: Path) -> None:
