@@ -537,3 +537,36 @@ def test_scale_unless_one(dtype: torch.dtype) -> None:
         scale_unless_one(base.t(), torch.tensor(2.0, device=DEVICE))
     with pytest.raises(ValueError, match="one value"):
         scale_unless_one(base, torch.ones(2, device=DEVICE))
+
+
+# --- the default implementation -----------------------------------------------------------------
+
+
+def test_default_impl_off_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from minikernel.kernels.cross_entropy import default_impl
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert default_impl(torch.zeros(2, 8)) == "triton:1"
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert default_impl(torch.zeros(2, 8)) == "torch"
+
+
+@pytest.mark.gpu
+def test_default_impl_on_the_gpu_runs_and_agrees() -> None:
+    """sm_90+ with the bindings: cuda:1 by default; the default call (loss and gradient, and
+    the loss alone) matches the reference."""
+    from minikernel.cuda import clusters_available
+    from minikernel.kernels.cross_entropy import default_impl
+
+    logits, target = make_inputs(5, 32003, torch.bfloat16, "cuda", seed=3, ignore_frac=0.2)
+    assert default_impl(logits) == ("cuda:1" if clusters_available(logits.device) else "triton:1")
+    x = logits.clone().requires_grad_(True)
+    loss = cross_entropy(x, target)
+    loss.backward()
+    ref_loss, ref_grad = reference_grad(logits, target)
+    torch.testing.assert_close(loss.double(), ref_loss, rtol=LOSS_RTOL[torch.bfloat16], atol=1e-3)
+    atol, grtol = _grad_tol(torch.bfloat16, ref_grad)[torch.bfloat16]
+    torch.testing.assert_close(x.grad.double(), ref_grad, rtol=grtol, atol=atol)
+    with torch.no_grad():
+        alone = cross_entropy(logits, target)
+    torch.testing.assert_close(alone.double(), ref_loss, rtol=LOSS_RTOL[torch.bfloat16], atol=1e-3)

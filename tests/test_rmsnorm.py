@@ -361,3 +361,36 @@ def test_cuda3_plan_and_kernels() -> None:
     names = {n for n in names if n.endswith(("_f32", "_bf16", "_f32_wf32", "_bf16_wf32"))}
     assert planned <= names, sorted(planned - names)
     assert planned == names, sorted(names - planned)  # none is unreachable
+
+
+# --- the default implementation -----------------------------------------------------------------
+
+
+def test_default_impl_off_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from minikernel.kernels.rmsnorm import default_impl
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert default_impl(torch.zeros(2, 8)) == "triton:2"
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert default_impl(torch.zeros(2, 8)) == "torch"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1024, 4097, 131072])  # one block; kernel 1's fallback; a cluster
+def test_default_impl_on_the_gpu_runs_and_agrees(n: int) -> None:
+    """sm_90+ with the bindings: cuda:3 by default (and its fallbacks for unaligned rows); the
+    default call, forward and backward, matches the reference."""
+    from minikernel.cuda import clusters_available
+    from minikernel.kernels.rmsnorm import default_impl, reference, reference_grads, rms_norm
+
+    x = torch.randn(3, n, device="cuda", dtype=torch.bfloat16)
+    w = torch.rand(n, device="cuda", dtype=torch.bfloat16) + 0.5
+    expected = "cuda:3" if clusters_available(x.device) else "triton:2"
+    assert default_impl(x) == expected
+    xg = x.clone().requires_grad_(True)
+    y = rms_norm(xg, (n,), w, 1e-6)
+    torch.testing.assert_close(y.double(), reference(x, w, 1e-6), rtol=1.6e-2, atol=1e-2)
+    dy = torch.randn_like(x)
+    y.backward(dy)
+    dx, _ = reference_grads(x, w, dy, 1e-6)
+    torch.testing.assert_close(xg.grad.double(), dx, rtol=5e-2, atol=5e-2)

@@ -78,6 +78,21 @@ class CompiledModule:
         return {m.decode() for m in _TEXT_SECTION.findall(self.cubin)}
 
 
+def clusters_available(device: Any) -> bool:
+    """Whether the cluster kernels (sm_90+) can run on ``device`` (a torch CUDA device): the GPU
+    has clusters and NVIDIA's Python bindings import. What the dispatchers check before they
+    pick a CUDA C rung by default."""
+    import torch
+
+    if torch.cuda.get_device_capability(device) < (9, 0):
+        return False
+    try:
+        _bindings()
+    except CudaUnavailableError:
+        return False
+    return True
+
+
 def _bindings() -> tuple[Any, Any]:
     try:
         from cuda.bindings import driver, nvrtc

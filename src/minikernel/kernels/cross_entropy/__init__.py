@@ -251,7 +251,16 @@ def _check_common(
 
 
 def default_impl(t: torch.Tensor) -> str:
-    if t.is_cuda or os.environ.get("TRITON_INTERPRET") == "1":
+    """What :func:`cross_entropy` runs when no impl is named: the cluster kernel ``cuda:1`` on
+    sm_90+ GPUs with NVIDIA's Python bindings (it hands every case it does not take to the
+    Triton kernel; on the H200 it is the faster of the two at every shape the lab measures with
+    a gradient, and at the large ones for the loss alone), ``triton:1`` on other GPUs and under
+    Triton's interpreter, PyTorch otherwise."""
+    if t.is_cuda:
+        from minikernel.cuda import clusters_available
+
+        return "cuda:1" if clusters_available(t.device) else "triton:1"
+    if os.environ.get("TRITON_INTERPRET") == "1":
         return "triton:1"
     return "torch"
 
