@@ -156,9 +156,11 @@ for dtype in (torch.bfloat16, torch.float32):
 # M = 32768 rows in bf16 and M = 16384 in fp32, N from 1024 to 131072. Forward: our tuned rungs
 # (Triton `triton:2`, CUDA C `cuda:2`) and the peers at every shape; the first rungs
 # (`triton:1`, `cuda:1`) at three row lengths, to show what the tuning buys. Backward: dx and
-# dweight from a graph built once. `torch.compile` is built anew for each shape it times
-# (specialised to it, a fair baseline); that costs seconds per shape, so it is timed at a few
-# row lengths only. Liger's RMSNorm refuses rows of 65536 elements or more; a peer that is not
+# dweight from a graph built once; `triton:2` (Triton's backward) at every length, and
+# `cuda:3` (its backward is the persistent CUDA cluster kernel for rows longer than 16384
+# elements, Triton's below) where it differs. `torch.compile` is built anew for each shape it
+# times (specialised to it, a fair baseline); that costs seconds per shape, so it is timed at a
+# few row lengths only. Liger's RMSNorm refuses rows of 65536 elements or more; a peer that is not
 # installed or refuses a case is reported and skipped. Each record keeps the largest error of
 # its first rows against the fp64 reference.
 
@@ -168,11 +170,14 @@ for dtype in (torch.bfloat16, torch.float32):
 # M = 32768 filas en bf16 y M = 16384 en fp32, N de 1024 a 131072. Forward: nuestros peldaños
 # afinados (Triton `triton:2`, CUDA C `cuda:2`) y los pares en cada forma; los primeros
 # peldaños (`triton:1`, `cuda:1`) en tres longitudes de fila, para ver qué aporta el ajuste.
-# Backward: dx y dweight desde un grafo construido una vez. `torch.compile` se construye de
-# nuevo para cada forma que se mide (especializado en ella, para que la comparación sea justa);
-# cuesta segundos por forma, así que solo se mide en unas pocas longitudes de fila. El RMSNorm
-# de Liger rechaza filas de 65536 elementos o más; un par que no está instalado o que rechaza un
-# caso se anuncia y se salta. Cada registro guarda el mayor error de sus primeras filas frente a
+# Backward: dx y dweight desde un grafo construido una vez; `triton:2` (el backward de Triton)
+# en todas las longitudes, y `cuda:3` (cuyo backward es el kernel persistente de CUDA sobre
+# clusters para filas de más de 16384 elementos, y el de Triton por debajo) donde difiere.
+# `torch.compile` se construye de nuevo para cada forma que se mide (especializado en ella,
+# para que la comparación sea justa); cuesta segundos por forma, así que solo se mide en unas
+# pocas longitudes de fila. El RMSNorm de Liger rechaza filas de 65536 elementos o más; un
+# par que no está instalado o que rechaza un caso se anuncia y se salta. Cada registro guarda
+# el mayor error de sus primeras filas frente a
 # la referencia fp64.
 
 # %%
@@ -197,7 +202,7 @@ FWD = [
     "liger",
     "quack",
 ]
-BWD = ["triton:2", "torch:eager", "torch:compile", "liger"]
+BWD = ["triton:2", "cuda:3", "torch:eager", "torch:compile", "liger"]
 # Not every rung or peer at every shape, to keep the lab near 90 s on an H200: the first rungs
 # at three row lengths in bf16, and torch.compile (rebuilt for each shape it times, seconds
 # each) at a few row lengths.
@@ -206,6 +211,8 @@ ONLY_AT = {
     ("cuda:1", "fwd"): [1024, 8192, 65536],
     ("torch:compile", "fwd"): [4096, 16384, 131072],
     ("torch:compile", "bwd"): [4096, 131072],
+    # cuda:3's backward is Triton's up to 16384 columns (the same kernel as triton:2's)
+    ("cuda:3", "bwd"): [32768, 65536, 131072],
 }
 ONLY_DTYPE = {
     ("triton:1", "fwd"): torch.bfloat16,

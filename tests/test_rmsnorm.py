@@ -394,3 +394,124 @@ def test_default_impl_on_the_gpu_runs_and_agrees(n: int) -> None:
     y.backward(dy)
     dx, _ = reference_grads(x, w, dy, 1e-6)
     torch.testing.assert_close(xg.grad.double(), dx, rtol=5e-2, atol=5e-2)
+
+
+# --- the CUDA backward (rows longer than Triton's registers hold) --------------------------------
+
+
+def test_cuda_backward_plan_and_kernels() -> None:
+    """plan_bwd leaves rows Triton reads once to Triton, cuts longer ones over clusters of at
+    most 32 KB per block, and every kernel it plans exists in rmsnorm.cu."""
+    from minikernel.cuda import compile_file
+    from minikernel.kernels.rmsnorm import CU_FILE, plan_bwd
+
+    assert plan_bwd(MAX_REGISTER_ROW, torch.bfloat16, (9, 0)) is None  # Triton reads it once
+    assert plan_bwd(131072, torch.bfloat16, (8, 0)) is None  # no clusters before sm_90
+    sp = plan_bwd(131072, torch.bfloat16, (9, 0))
+    assert (sp.cluster, sp.per_block, sp.threads, sp.k) == (8, 2048, 512, 4)  # 8 x 32 KB
+    assert sp.smem == 2 * 32768  # its x and dy slices
+    sp = plan_bwd(32768, torch.bfloat16, (9, 0))
+    assert (sp.cluster, sp.per_block) == (2, 2048)
+    sp = plan_bwd(131072, torch.float32, (9, 0))
+    assert (sp.cluster, sp.per_block, sp.threads, sp.k) == (8, 4096, 512, 8)  # past 8 x 32 KB
+    assert plan_bwd(262144, torch.float32, (9, 0)) is None  # past 8 x 512 x 8 vectors
+    names = compile_file(CU_FILE, "sm_90").kernel_names
+    for n in (16385 * 8, 32768, 40000, 65536, 131072, 262144):
+        for dtype, suffix in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+            sp = plan_bwd(n, dtype, (9, 0))
+            if sp is not None:
+                for w in ("", "_wf32"):
+                    assert f"{sp.kernel}_{suffix}{w}" in names, (n, dtype, sp)
+
+
+CUDA_BWD_SHAPES = [
+    (5, 32768),  # two blocks per row (bf16), fewer rows than clusters
+    (33, 40000),  # a row that does not split evenly: the last block owns fewer vectors
+    (300, 131072),  # eight blocks per row; several rows per cluster (dw summed over visits)
+    (2, 262144),  # 16-bit: 8 x 64 KB slices, 8 vectors per thread
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wkind", ["same", "fp32", "none"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+@pytest.mark.parametrize("shape", CUDA_BWD_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_cuda_backward_matches_reference(
+    shape: tuple[int, int], dtype: torch.dtype, wkind: str
+) -> None:
+    """Through autograd after cuda:3, and the kernel itself (it must not hand back None here)."""
+    from minikernel.cuda import clusters_available
+    from minikernel.kernels.rmsnorm import _backward_cuda
+
+    m, n = shape
+    if wkind not in _weights(dtype):
+        pytest.skip("an fp32 weight on fp32 input is the 'same' case")
+    if dtype == torch.float32 and n > 131072:
+        pytest.skip("fp32 rows past 8 x 512 x 8 vectors go to Triton's backward")
+    if not clusters_available(torch.device("cuda")):
+        pytest.skip("the CUDA backward needs clusters (sm_90+) and NVIDIA's bindings")
+    x, w, dy = make_inputs(m, n, dtype, "cuda", seed=5 + m, with_grad_out=True)
+    w = _pick_weight(w, dtype, wkind)
+    xg = x.clone().requires_grad_(True)
+    wg = None if w is None else w.clone().requires_grad_(True)
+    rms_norm(xg, (n,), wg, EPS, impl="cuda:3").backward(dy)
+    dx_ref, dw_ref = reference_grads(x, w, dy, EPS)
+    w64 = torch.ones(n, dtype=torch.float64) if w is None else w.double().cpu()
+    rstd = torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + EPS).cpu()
+    scale = float((dy.double().cpu().abs() * w64.abs() * rstd).max())
+    rtol = BWD_RTOL[dtype]
+    _close(xg.grad, dx_ref, scale, rtol, "dx")
+    if w is not None:
+        _close(wg.grad, dw_ref, float(dw_ref.abs().max()) + 1.0, rtol, "dw")
+    got = _backward_cuda(dy, x, w, rstd.float().view(-1).cuda())
+    assert got is not None, "the CUDA backward refused a case it plans"
+    _close(got[0], dx_ref, scale, rtol, "dx (kernel)")
+
+
+@pytest.mark.gpu
+def test_cuda_backward_is_deterministic_and_writes_only_dx() -> None:
+    from minikernel.cuda import clusters_available
+    from minikernel.kernels.rmsnorm import _backward_cuda
+
+    if not clusters_available(torch.device("cuda")):
+        pytest.skip("the CUDA backward needs clusters (sm_90+) and NVIDIA's bindings")
+    m, n = 77, 65536
+    x, w, dy = make_inputs(m, n, torch.float32, "cuda", seed=2, with_grad_out=True)
+    rstd = torch.rsqrt(x.pow(2).mean(-1) + EPS)
+    first = _backward_cuda(dy, x, w, rstd)
+    for _ in range(2):
+        again = _backward_cuda(dy, x, w, rstd)
+        assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    dx_ref, _ = reference_grads(x, w, dy, EPS)
+
+    def backward_into(xx: torch.Tensor, ww: torch.Tensor, d: torch.Tensor, out: torch.Tensor):
+        r = torch.rsqrt(xx.pow(2).mean(-1) + EPS)
+        assert _backward_cuda(d, xx, ww, r, dx=out) is not None
+        return out
+
+    run_checked(
+        backward_into, [x, w, dy], dx_ref, tolerances={torch.float32: (1e-5, 1e-4)}
+    ).raise_if_failed()
+
+
+@pytest.mark.gpu
+def test_cuda_backward_leaves_unaligned_rows_to_triton() -> None:
+    """A dy that starts off a 16-byte boundary, or rows that are not whole vectors: None from
+    the kernel, and the autograd result still right (Triton's backward ran)."""
+    from minikernel.kernels.rmsnorm import _backward_cuda
+
+    m, n = 4, 32768
+    x, w, dy = make_inputs(m, n + 1, torch.bfloat16, "cuda", seed=9, with_grad_out=True)
+    rstd = torch.rsqrt(x.float().pow(2).mean(-1) + EPS)
+    assert _backward_cuda(dy, x, w, rstd) is None  # n + 1 is not a whole number of vectors
+    flat = torch.randn(m * n + 1, device="cuda", dtype=torch.bfloat16)
+    dy_off = flat[1:].view(m, n)  # 2 bytes past an aligned address
+    x2, w2 = x[:, :n].contiguous(), w[:n].contiguous()
+    assert _backward_cuda(dy_off, x2, w2, rstd) is None
+    xg = x2.clone().requires_grad_(True)
+    rms_norm(xg, (n,), w2, EPS, impl="cuda:3").backward(dy_off)
+    dx_ref, _ = reference_grads(x2, w2, dy_off, EPS)
+    w64 = w2.double().cpu()
+    r64 = torch.rsqrt(x2.double().pow(2).mean(-1, keepdim=True) + EPS).cpu()
+    scale = float((dy_off.double().cpu().abs() * w64.abs() * r64).max())
+    _close(xg.grad, dx_ref, scale, BWD_RTOL[torch.bfloat16], "dx")

@@ -100,6 +100,69 @@ __device__ __forceinline__ unsigned map_to_rank(unsigned addr, unsigned rank) {
     return remote;
 }
 
+// Merge NF floats over the 32 lanes of a warp with an xor butterfly: every lane ends with the
+// same bits as long as merge(a, b) == merge(b, a) bit for bit. merge(a, b) updates a in place.
+template <int NF, typename Merge>
+__device__ __forceinline__ void warp_merge(float (&acc)[NF], Merge&& merge) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float f[NF];
+#pragma unroll
+        for (int j = 0; j < NF; ++j) f[j] = __shfl_xor_sync(0xffffffffu, acc[j], o);
+        merge(acc, f);
+    }
+}
+
+// Lane l merges slots l, l + 32, ... into acc (which holds the identity on entry), then the
+// warp merges its lanes (warp_merge).
+template <int NF, int SLOTS, typename Merge>
+__device__ __forceinline__ void fold_slots(const float (&slot)[NF][SLOTS], float (&acc)[NF],
+                                           Merge&& merge) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < (SLOTS + 31) / 32; ++i) {
+        const int k = lane + 32 * i;
+        if (k < SLOTS) {
+            float f[NF];
+#pragma unroll
+            for (int j = 0; j < NF; ++j) f[j] = slot[j][k];
+            merge(acc, f);
+        }
+    }
+    warp_merge(acc, merge);
+}
+
+// lanes 0 .. CLUSTER-1 of the warp send its NF values v to slot `index` of every block's
+// `slot` array (lane r to block r), crediting each block's mbarrier at the same offset as `bar`.
+template <int NF, int SLOTS, int CLUSTER>
+__device__ __forceinline__ void push_to_cluster(float (&slot)[NF][SLOTS], int index, unsigned bar,
+                                                const float (&v)[NF]) {
+    const unsigned lane = threadIdx.x & 31;
+    if (lane < CLUSTER) {
+        const unsigned remote_bar = map_to_rank(bar, lane);
+#pragma unroll
+        for (int f = 0; f < NF; ++f) {
+            const unsigned dst = map_to_rank(smem_u32(&slot[f][index]), lane);
+            asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];"
+                         ::"r"(dst), "f"(v[f]), "r"(remote_bar)
+                         : "memory");
+        }
+    }
+}
+
+__device__ __forceinline__ void mbarrier_wait_parity(unsigned bar, unsigned parity) {
+    unsigned done = 0;
+    do {
+        asm volatile(
+            "{\n\t.reg .pred p;\n\t"
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+            "selp.u32 %0, 1, 0, p;\n\t}"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
 // Before the row is loaded: thread 0 sets up the mbarrier (one arrival expected: its own, with
 // the byte count), fences the initialisation for the cluster, and every thread arrives at the
 // cluster barrier without waiting.
@@ -125,56 +188,68 @@ __device__ __forceinline__ void exchange_push(ClusterExchange<NF, WARPS, CLUSTER
                      "r"(bytes)
                      : "memory");
     }
-    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (lane < CLUSTER) {  // lane r sends the warp's values to block r
-        const unsigned me = cluster_rank();
-        const unsigned remote_bar = map_to_rank(bar, lane);
-#pragma unroll
-        for (int f = 0; f < NF; ++f) {
-            const unsigned dst = map_to_rank(smem_u32(&xch.slot[f][warp * CLUSTER + me]), lane);
-            asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];"
-                         ::"r"(dst), "f"(v[f]), "r"(remote_bar)
-                         : "memory");
-        }
-    }
-    unsigned done = 0;
-    do {  // phase 0 completes once thread 0 has arrived and every byte has landed
-        asm volatile(
-            "{\n\t.reg .pred p;\n\t"
-            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\t"
-            "selp.u32 %0, 1, 0, p;\n\t}"
-            : "=r"(done)
-            : "r"(bar)
-            : "memory");
-    } while (!done);
+    const unsigned warp = threadIdx.x >> 5;
+    push_to_cluster<NF, WARPS * CLUSTER, CLUSTER>(xch.slot, warp * CLUSTER + cluster_rank(), bar, v);
+    mbarrier_wait_parity(bar, 0);  // phase 0: thread 0 has arrived and every byte has landed
 }
 
-// The fold after exchange_push: lane l merges slots l, l + 32, ... into acc (which holds the
-// identity on entry), then the warp merges its lanes with an xor butterfly, which leaves the
-// same bits in every lane as long as merge(a, b) == merge(b, a) bit for bit.
-// merge(a, b) updates the NF floats of a in place.
+// The fold after exchange_push: every warp merges all the slots (fold_slots), so every thread
+// of every block of the cluster gets the same bits.
 template <int NF, int WARPS, int CLUSTER, typename Merge>
 __device__ __forceinline__ void exchange_fold(const ClusterExchange<NF, WARPS, CLUSTER>& xch,
                                               float (&acc)[NF], Merge&& merge) {
-    constexpr int SLOTS = WARPS * CLUSTER;
-    const int lane = threadIdx.x & 31;
+    fold_slots(xch.slot, acc, merge);
+}
+
+// --- The same exchange, once per row, for a cluster that walks many rows ----------------------
+// A persistent kernel (cluster g of G takes rows g, g + G, g + 2G, ...) exchanges once per row it
+// visits. RowExchange keeps two sets of slots and mbarriers and uses them in turn: visit k uses
+// set k % 2 and waits for phase k / 2 of that set's mbarrier (parity (k / 2) % 2). Two sets are
+// enough. A block pushes visit k + 2 into set k % 2 of block B only after its own wait for visit
+// k + 1 has returned; that needs every warp of B to have pushed visit k + 1, and a warp of B
+// pushes visit k + 1 only after it has folded visit k. So nothing lands in a set that B is still
+// reading. Bytes of visit k + 2 may reach B before B's thread 0 arms the phase with its expected
+// byte count; the mbarrier's transaction count is then negative for a while, which it allows,
+// and the phase cannot complete without thread 0's arrival.
+template <int NF, int WARPS, int CLUSTER> struct RowExchange {
+    unsigned long long full[2];           // the two mbarriers (8-byte aligned: first member)
+    float slot[2][NF][WARPS * CLUSTER];   // set, value, warp * CLUSTER + rank
+};
+
+// Once, before the first visit: every block's mbarriers are initialised before anyone pushes.
+template <int NF, int WARPS, int CLUSTER>
+__device__ __forceinline__ void row_exchange_open(RowExchange<NF, WARPS, CLUSTER>& xch) {
+    if (threadIdx.x == 0) {
 #pragma unroll
-    for (int i = 0; i < (SLOTS + 31) / 32; ++i) {
-        const int k = lane + 32 * i;
-        if (k < SLOTS) {
-            float f[NF];
-#pragma unroll
-            for (int j = 0; j < NF; ++j) f[j] = xch.slot[j][k];
-            merge(acc, f);
+        for (int b = 0; b < 2; ++b) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&xch.full[b]))
+                         : "memory");
         }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        float f[NF];
-#pragma unroll
-        for (int j = 0; j < NF; ++j) f[j] = __shfl_xor_sync(0xffffffffu, acc[j], o);
-        merge(acc, f);
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// Visit k: every lane holds its warp's NF values in v; acc (the identity on entry) gets the
+// merge of every warp of every block, the same bits in every thread of the cluster.
+template <int NF, int WARPS, int CLUSTER, typename Merge>
+__device__ __forceinline__ void row_exchange(RowExchange<NF, WARPS, CLUSTER>& xch, int k,
+                                             const float (&v)[NF], float (&acc)[NF],
+                                             Merge&& merge) {
+    const int set = k & 1;
+    const unsigned bar = smem_u32(&xch.full[set]);
+    if (threadIdx.x == 0) {
+        constexpr unsigned bytes = NF * WARPS * CLUSTER * sizeof(float);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+                     "r"(bytes)
+                     : "memory");
     }
+    const unsigned me = CLUSTER > 1 ? cluster_rank() : 0;
+    push_to_cluster<NF, WARPS * CLUSTER, CLUSTER>(xch.slot[set],
+                                                  (threadIdx.x >> 5) * CLUSTER + me, bar, v);
+    mbarrier_wait_parity(bar, (k >> 1) & 1);
+    fold_slots(xch.slot[set], acc, merge);
 }
 
 #endif  // __CUDA_ARCH__ >= 900

@@ -298,10 +298,53 @@ class Kernel:
         self.name = name
         self._function = function
         self._max_dynamic_smem = 48 * 1024
+        self._occupancy: dict[tuple[int, int, int], int] = {}
 
     @property
     def usage(self) -> ResourceUsage | None:
         return self.module.compiled.usage.get(self.name)
+
+    def _allow_smem(self, shared_mem: int) -> None:
+        if shared_mem > self._max_dynamic_smem:
+            # Above 48 KB a kernel must opt in to more dynamic shared memory, once.
+            driver = self.module.driver
+            attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            (err,) = driver.cuFuncSetAttribute(self._function, attr, shared_mem)
+            _check_driver(driver, err, f"raising {self.name}'s shared memory to {shared_mem} B")
+            self._max_dynamic_smem = shared_mem
+
+    def max_active_clusters(self, block: int, shared_mem: int, cluster: int) -> int:
+        """How many clusters of ``cluster`` blocks (the size compiled into the kernel with
+        ``__cluster_dims__``; 1 for a kernel without) of ``block`` threads and ``shared_mem``
+        bytes of dynamic shared memory the GPU can hold at once: the grid of a persistent
+        kernel, whose every cluster must be resident (a cluster left for a second wave would
+        double the time). The driver accounts for registers, shared memory and, for clusters,
+        how the SMs are grouped in GPCs."""
+        import torch
+
+        key = (block, shared_mem, cluster)
+        if key in self._occupancy:
+            return self._occupancy[key]
+        driver = self.module.driver
+        self._allow_smem(shared_mem)
+        if cluster == 1:
+            err, per_sm = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                self._function, block, shared_mem
+            )
+            _check_driver(driver, err, f"occupancy of {self.name}")
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            self._occupancy[key] = int(per_sm) * props.multi_processor_count
+            return self._occupancy[key]
+        config = driver.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = cluster, 1, 1
+        config.blockDimX, config.blockDimY, config.blockDimZ = block, 1, 1
+        config.sharedMemBytes = shared_mem
+        config.hStream = 0
+        config.numAttrs = 0  # the cluster size comes from the kernel's __cluster_dims__
+        err, count = driver.cuOccupancyMaxActiveClusters(self._function, config)
+        _check_driver(driver, err, f"cluster occupancy of {self.name}")
+        self._occupancy[key] = int(count)
+        return int(count)
 
     def __call__(
         self,
@@ -333,12 +376,7 @@ class Kernel:
                     f"{self.name}: argument {i} is {type(a).__name__}; pass a tensor or a ctypes "
                     "value (e.g. ctypes.c_int64(n)) so that its C type is explicit"
                 )
-        if shared_mem > self._max_dynamic_smem:
-            # Above 48 KB a kernel must opt in to more dynamic shared memory, once.
-            attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            (err,) = driver.cuFuncSetAttribute(self._function, attr, shared_mem)
-            _check_driver(driver, err, f"raising {self.name}'s shared memory to {shared_mem} B")
-            self._max_dynamic_smem = shared_mem
+        self._allow_smem(shared_mem)
         pointers = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
         if stream is None:
             stream = torch.cuda.current_stream().cuda_stream

@@ -128,13 +128,7 @@ template <int NF> __device__ __forceinline__ void merge_into(float (&a)[NF], con
 template <int NF, int WARPS, int CLUSTER>
 __device__ __forceinline__ void cluster_merge(ClusterExchange<NF, WARPS, CLUSTER>& xch,
                                               float (&a)[NF]) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        float b[NF];
-#pragma unroll
-        for (int j = 0; j < NF; ++j) b[j] = __shfl_xor_sync(0xffffffffu, a[j], o);
-        merge_into(a, b);
-    }
+    warp_merge(a, [](float (&u)[NF], const float (&v)[NF]) { merge_into(u, v); });
     exchange_push(xch, a);
 #pragma unroll
     for (int j = 0; j < NF; ++j) a[j] = j == 0 ? MK_NEG_INF : 0.f;

@@ -8,9 +8,11 @@ autograd), :class:`RMSNorm` (drops in for ``torch.nn.RMSNorm``) and :class:`RMSN
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -254,6 +256,101 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
+# --------------------------------------------------------------------------------------------
+# Backward
+# --------------------------------------------------------------------------------------------
+
+BWD_SLICE = 32 * 1024
+"""Bytes of x (and as many of dy) that one block of the CUDA backward owns in each row."""
+BWD_SHAPES = {(256, 8), (512, 4), (512, 8)}  # (threads, vectors per thread) in rmsnorm.cu
+
+
+@dataclass(frozen=True)
+class BwdPlan:
+    cluster: int  # blocks per row
+    per_block: int  # 16-byte vectors of each row that each block owns
+    threads: int
+    k: int  # 16-byte vectors per thread and tensor
+
+    @property
+    def smem(self) -> int:
+        """Dynamic shared memory of one block, in bytes: its x and dy slices."""
+        return 2 * self.per_block * 16
+
+    @property
+    def kernel(self) -> str:
+        return f"rmsnorm_bwd_kernel_t{self.threads}_c{self.cluster}_k{self.k}"
+
+
+def plan_bwd(n: int, dtype: torch.dtype, cc: tuple[int, int], **knobs: int) -> BwdPlan | None:
+    """How the CUDA backward (rmsnorm_bwd_kernel_*) covers rows of ``n`` elements, or None
+    where Triton's backward runs instead: rows that fit its registers (it reads those once
+    too; the CUDA kernel is for the longer rows that Triton reads twice), GPUs without
+    clusters, rows past 8 x 512 x 8 vectors. The smallest cluster whose blocks own at most
+    BWD_SLICE bytes each (8 past that), 512 threads of 4 vectors each (8 when the slice is
+    larger). ``knobs`` (tuning experiments) may name the cluster, threads and k."""
+    from .triton_kernels import MAX_REGISTER_ROW
+
+    if cc < (9, 0) or n <= MAX_REGISTER_ROW:
+        return None
+    vec = 16 // torch.empty((), dtype=dtype).element_size()
+    nvec = n // vec
+    cluster = knobs.get("cluster") or next(
+        (c for c in CLUSTERS[1:] if -(-nvec // c) * 16 <= BWD_SLICE), CLUSTERS[-1]
+    )
+    per_block = -(-nvec // cluster)
+    threads = knobs.get("threads", 512)
+    k = knobs.get("k") or (4 if threads * 4 >= per_block else 8)
+    if (
+        (threads, k) not in BWD_SHAPES
+        or threads * k < per_block
+        or (k == 8 and threads == 512 and cluster != 8)
+    ):
+        return None
+    return BwdPlan(cluster, per_block, threads, k)
+
+
+def _backward_cuda(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    w: torch.Tensor | None,
+    rstd: torch.Tensor,
+    *,
+    need_dw: bool = True,
+    dx: torch.Tensor | None = None,
+    **knobs: int,
+) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """The CUDA backward (dx, dweight), dx into ``dx`` if given, or None where it does not
+    apply (rows Triton reads once, no clusters, rows that are not whole 16-byte vectors,
+    unaligned tensors): the caller runs Triton's."""
+    from minikernel.cuda import get_kernel
+    from minikernel.kernels.softmax.cuda_kernels import device_facts
+
+    from .triton_kernels import reduce_dw
+
+    m, n = x.shape
+    vec = 16 // x.element_size()
+    tensors = [t for t in (dy, x, w, dx) if t is not None]
+    if n % vec or any(t.data_ptr() % 16 for t in tensors):
+        return None
+    facts = device_facts(x.device.index if x.device.index is not None else 0)
+    sp = plan_bwd(n, x.dtype, facts.cc, **knobs)
+    if sp is None:
+        return None
+    wf32 = "_wf32" if w is not None and w.dtype == torch.float32 else ""
+    kernel = get_kernel(CU_FILE, f"{sp.kernel}_{_SUFFIX[x.dtype]}{wf32}")
+    smem = sp.smem
+    groups = max(1, min(m, kernel.max_active_clusters(sp.threads, smem, sp.cluster)))
+    dx = torch.empty_like(x) if dx is None else dx
+    has_dw = w is not None and need_dw
+    part = torch.empty((groups, n), dtype=torch.float32, device=x.device) if has_dw else None
+    null = ctypes.c_void_p(0)
+    args = (dy, x, w if w is not None else null, rstd, dx, part if has_dw else null)
+    extra = (ctypes.c_int64(m), ctypes.c_int64(n), ctypes.c_int32(sp.per_block))
+    kernel(groups * sp.cluster, sp.threads, (*args, *extra), shared_mem=smem)
+    return dx, (reduce_dw(part, w.dtype) if has_dw else None)
+
+
 def _backward(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -261,9 +358,16 @@ def _backward(
     rstd: torch.Tensor,
     *,
     need_dw: bool = True,
+    impl: str = "triton:2",
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(dx, dweight) for contiguous 2-D ``x`` and ``dy``: the CUDA backward after the CUDA
+    forward rung 3 where it applies, Triton's otherwise."""
     from .triton_kernels import launch_backward
 
+    if impl == "cuda:3" and dy.is_cuda:
+        got = _backward_cuda(dy, x, w, rstd, need_dw=need_dw)
+        if got is not None:
+            return got
     dx = torch.empty_like(x)
     dw = launch_backward(dy, x, w, rstd, dx, need_dw=need_dw)
     return dx, dw
@@ -320,6 +424,7 @@ class RMSNormFunction(torch.autograd.Function):
         w = None if weight is None else weight.view(n)
         VARIANTS[impl].fn(x2, w, y, eps, rstd)
         ctx.save_for_backward(x2, w, rstd)
+        ctx.impl = impl
         ctx.x_shape = x.shape
         ctx.w_shape = None if weight is None else weight.shape
         return y.view(x.shape)
@@ -331,7 +436,7 @@ class RMSNormFunction(torch.autograd.Function):
         x2, w, rstd = ctx.saved_tensors
         dy2 = dy.reshape(x2.shape).contiguous()
         need_dw = w is not None and ctx.needs_input_grad[1]
-        dx, dw = _backward(dy2, x2, w, rstd, need_dw=need_dw)
+        dx, dw = _backward(dy2, x2, w, rstd, need_dw=need_dw, impl=ctx.impl)
         dw_out = dw.view(ctx.w_shape) if dw is not None else None
         return dx.view(ctx.x_shape), dw_out, None, None
 
@@ -509,7 +614,7 @@ def make_runner(
     # The backward pass is timed on its own, replaying this one graph (retain_graph=True);
     # torch.compile's donated buffers forbid that, so the graph is built without them (they
     # save memory in backward, not time).
-    cfg = torch._functorch.config
+    cfg = importlib.import_module("torch._functorch.config")  # `import torch` does not load it
     no_donation = (
         cfg.patch(donated_buffer=False) if hasattr(cfg, "donated_buffer") else nullcontext()
     )

@@ -272,3 +272,146 @@ __device__ __forceinline__ void rmsnorm3(const T* x, const W* w, T* y, float* rs
 MK_FOR_EACH_DTYPE(RMSNORM3)
 #endif  // __CUDA_ARCH__ >= 900
 // --8<-- [end:kernel3]
+
+// --8<-- [start:backward]
+// The backward pass. With xhat = x * rstd and g = dy * w:
+//   dx = rstd * g - x * (rstd^3 / N) * sum_j g_j x_j    (one reduction per row)
+//   dw = sum over rows of dy * xhat                      (one reduction per column)
+// Byte model: read x and dy, write dx (3 * M * N elements), plus w and dw.
+//
+// The column sums shape the kernel: a block that always owns the same columns can keep its
+// share of dw in registers over every row it visits, and write it once. So it is persistent:
+// G clusters, as many as the GPU holds at once; cluster g walks rows g, g + G, ...; block r of a
+// cluster always owns slice r of each row (up to 32 KB of it; clusters of up to 8). Per row a block copies its slices of x and dy into shared memory with
+// cp.async, reads them into registers, and at once starts the copies of its next row into the
+// same buffers (each thread copies and reads only its own vectors: no barrier); then it sums
+// g * x, swaps the sums with the other blocks of its cluster (RowExchange, cluster.cuh), and
+// writes dx while the next row is on its way. Every element is read once and written once:
+// Triton's backward (triton_kernels.py) reads a long row twice, once for the sum and again for
+// dx. At the end each block writes its dw partial sums, one row of `dw_part` per cluster,
+// which a second small kernel adds up in a fixed order. Needs n % Vec<T>::N == 0 and 16-byte
+// aligned pointers, like kernel 3.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+template <typename T, typename W, int THREADS, int CLUSTER, int K>
+__device__ __forceinline__ void rmsnorm_bwd(const T* dy, const T* x, const W* w,
+                                            const float* rstd, T* dx, float* dw_part,
+                                            long long m, long long n, int per_block) {
+    constexpr int V = Vec<T>::N;
+    extern __shared__ __align__(16) unsigned char rmsnorm_smem[];
+    Vec<T>* xs = reinterpret_cast<Vec<T>*>(rmsnorm_smem);
+    Vec<T>* ds = xs + per_block;
+    __shared__ RowExchange<1, THREADS / 32, CLUSTER> xch;
+    const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
+    const Slice s = slice_of(static_cast<int>(n / V), per_block, rank);
+    const long long first = static_cast<long long>(s.first) * V;  // first column of the slice
+    const long long groups = gridDim.x / CLUSTER;
+    const int tid = threadIdx.x;
+    auto prefetch = [&](long long row) {
+        const T* xr = x + row * n + first;
+        const T* dr = dy + row * n + first;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int i = tid + k * THREADS;
+            if (i < s.count) {
+                cp_async16(xs + i, xr + static_cast<long long>(i) * V);
+                cp_async16(ds + i, dr + static_cast<long long>(i) * V);
+            }
+        }
+    };
+
+    float acc[K][V];  // this thread's columns of dw, summed over the rows it visits
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[k][e] = 0.0f;
+    row_exchange_open(xch);
+    long long row = blockIdx.x / CLUSTER;
+    if (row < m) prefetch(row);
+    for (int visit = 0; row < m; row += groups, ++visit) {
+        const float r = rstd[row];
+        cp_async_wait_all();  // this row's copies (the only ones in flight)
+        Vec<T> xv[K], dv[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int i = tid + k * THREADS;
+            if (i < s.count) {
+                xv[k] = xs[i];
+                dv[k] = ds[i];
+            }
+        }
+        // The slices are in registers now: the next row's copies may overwrite them. (Two rows
+        // in flight, in two buffers, measured slower on the H200: see the fused-RMSNorm page.)
+        if (row + groups < m) prefetch(row + groups);
+        float dot = 0.0f;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int i = tid + k * THREADS;
+            if (i < s.count) {
+                float wf[V];
+                load_weights(w, first + static_cast<long long>(i) * V, wf);
+#pragma unroll
+                for (int e = 0; e < V; ++e) dot += to_float(dv[k].v[e]) * wf[e] * to_float(xv[k].v[e]);
+            }
+        }
+        float v[1] = {dot}, total[1] = {0.0f};
+        warp_merge(v, [](float (&a)[1], const float (&b)[1]) { a[0] += b[0]; });
+        row_exchange(xch, visit, v, total, [](float (&a)[1], const float (&b)[1]) { a[0] += b[0]; });
+        const float coef = total[0] * r * r * r / static_cast<float>(n);
+        T* dxr = dx + row * n + first;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int i = tid + k * THREADS;
+            if (i < s.count) {
+                float wf[V];
+                load_weights(w, first + static_cast<long long>(i) * V, wf);
+                Vec<T> out;
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    const float xf = to_float(xv[k].v[e]), df = to_float(dv[k].v[e]);
+                    out.v[e] = from_float<T>(df * wf[e] * r - xf * coef);
+                    acc[k][e] += df * xf * r;
+                }
+                store_vec(dxr + static_cast<long long>(i) * V, out);
+            }
+        }
+    }
+    if (dw_part) {  // row g of dw_part: this cluster's sums, 16-byte stores
+        float* pr = dw_part + (blockIdx.x / CLUSTER) * n + first;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int i = tid + k * THREADS;
+            if (i < s.count) {
+#pragma unroll
+                for (int e = 0; e < V; e += 4) {
+                    *reinterpret_cast<float4*>(pr + static_cast<long long>(i) * V + e) =
+                        make_float4(acc[k][e], acc[k][e + 1], acc[k][e + 2], acc[k][e + 3]);
+                }
+            }
+        }
+    }
+}
+
+#define RMSNORM_BWD_ENTRY(SUFFIX, T, W, WSUFFIX, THREADS, CLUSTER, K)                         \
+    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)      \
+        rmsnorm_bwd_kernel_t##THREADS##_c##CLUSTER##_k##K##_##SUFFIX##WSUFFIX(                 \
+            const T* dy, const T* x, const W* w, const float* rstd, T* dx, float* dw_part,     \
+            long long m, long long n, int per_block) {                                         \
+        rmsnorm_bwd<T, W, THREADS, CLUSTER, K>(dy, x, w, rstd, dx, dw_part, m, n, per_block);  \
+    }
+// What plan_bwd launches: rows longer than 32 KB (shorter ones go to Triton's backward, which
+// reads them once too), over clusters of 2, 4 or 8 blocks that own up to 32 KB each, K vectors
+// per thread and tensor: 256 threads x 8 or 512 x 4; 512 x 8 for fp32 rows past 8 x 32 KB.
+#define RMSNORM_BWD_WEIGHT(SUFFIX, T, W, WSUFFIX) \
+    RMSNORM_BWD_ENTRY(SUFFIX, T, W, WSUFFIX, 256, 2, 8) \
+    RMSNORM_BWD_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 2, 4) \
+    RMSNORM_BWD_ENTRY(SUFFIX, T, W, WSUFFIX, 256, 4, 8) \
+    RMSNORM_BWD_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 4, 4) \
+    RMSNORM_BWD_ENTRY(SUFFIX, T, W, WSUFFIX, 256, 8, 8) \
+    RMSNORM_BWD_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 8, 4) \
+    RMSNORM_BWD_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 8, 8)
+#define RMSNORM_BWD(SUFFIX, T)                                                                 \
+    RMSNORM_BWD_WEIGHT(SUFFIX, T, T, )                                                         \
+    RMSNORM_BWD_WEIGHT(SUFFIX, T, float, _wf32)
+MK_FOR_EACH_DTYPE(RMSNORM_BWD)
+#endif  // __CUDA_ARCH__ >= 900
+// --8<-- [end:backward]

@@ -452,7 +452,14 @@ def launch_backward(
         programs = groups
     if not (has_w and need_dw):
         return None
-    dw = torch.empty(n, dtype=w.dtype, device=x.device)
+    return reduce_dw(part[:programs], w.dtype)
+
+
+def reduce_dw(part: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """dweight from the (P, N) fp32 partial sums of a backward kernel: their column sums, added
+    in a fixed order (deterministic), in ``dtype``. Shared by the Triton and CUDA backwards."""
+    programs, n = part.shape
+    dw = torch.empty(n, dtype=dtype, device=part.device)
     block_p, block_c = 32, 256
     rmsnorm_dw_kernel[(triton.cdiv(n, block_c),)](
         part, dw, programs, n, BLOCK_P=block_p, BLOCK_N=block_c, num_warps=4
