@@ -514,7 +514,7 @@ def linear_cross_entropy(
     _check_common(op, target, hidden.shape[0], hidden.device, reduction, label_smoothing)
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"{op}: chunk_size must be >= 1, got {chunk_size}")
-    impl = impl or ("triton:2" if default_impl(hidden) == "triton:1" else "torch")
+    impl = impl or ("torch" if default_impl(hidden) == "torch" else "triton:2")
     if impl == "torch":
         return F.cross_entropy(
             F.linear(hidden, weight),

@@ -286,9 +286,10 @@ def plan_bwd(n: int, dtype: torch.dtype, cc: tuple[int, int], **knobs: int) -> B
     """How the CUDA backward (rmsnorm_bwd_kernel_*) covers rows of ``n`` elements, or None
     where Triton's backward runs instead: rows that fit its registers (it reads those once
     too; the CUDA kernel is for the longer rows that Triton reads twice), GPUs without
-    clusters, rows past 8 x 512 x 8 vectors. The smallest cluster whose blocks own at most
-    BWD_SLICE bytes each (8 past that), 512 threads of 4 vectors each (8 when the slice is
-    larger). ``knobs`` (tuning experiments) may name the cluster, threads and k."""
+    clusters, rows past 8 x 512 x 8 vectors (8 x 512 x 4 in 16-bit). The smallest cluster
+    whose blocks own at most BWD_SLICE bytes each (8 past that), 512 threads of 4 vectors
+    each (8 when the slice is larger). ``knobs`` (tuning experiments) may name the cluster,
+    threads and k."""
     from .triton_kernels import MAX_REGISTER_ROW
 
     if cc < (9, 0) or n <= MAX_REGISTER_ROW:
@@ -304,7 +305,7 @@ def plan_bwd(n: int, dtype: torch.dtype, cc: tuple[int, int], **knobs: int) -> B
     if (
         (threads, k) not in BWD_SHAPES
         or threads * k < per_block
-        or (k == 8 and threads == 512 and cluster != 8)
+        or (k == 8 and threads == 512 and (cluster != 8 or vec != 4))  # fp32 only: 16-bit spills
     ):
         return None
     return BwdPlan(cluster, per_block, threads, k)

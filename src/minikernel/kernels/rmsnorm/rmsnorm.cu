@@ -13,6 +13,8 @@
 // Every dtype computes in fp32 and rounds once on the store. The weight is either the input's
 // dtype or fp32: each kernel is stamped for both (suffix _wf32 for an fp32 weight). The weight
 // pointer may be null (no elementwise affine); rstd may be null (not needed without autograd).
+// minikernel: max-registers 192 rmsnorm_bwd_ (one block per SM by design: each thread keeps
+// its slices of x and dy and its share of the dw sums in registers, up to 8 vectors each)
 #include "cluster.cuh"
 #include "common.cuh"
 
@@ -407,11 +409,13 @@ __device__ __forceinline__ void rmsnorm_bwd(const T* dy, const T* x, const W* w,
     RMSNORM_BWD_ENTRY(SUFFIX, T, W, WSUFFIX, 256, 4, 8) \
     RMSNORM_BWD_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 4, 4) \
     RMSNORM_BWD_ENTRY(SUFFIX, T, W, WSUFFIX, 256, 8, 8) \
-    RMSNORM_BWD_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 8, 4) \
-    RMSNORM_BWD_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 8, 8)
+    RMSNORM_BWD_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 8, 4)
 #define RMSNORM_BWD(SUFFIX, T)                                                                 \
     RMSNORM_BWD_WEIGHT(SUFFIX, T, T, )                                                         \
     RMSNORM_BWD_WEIGHT(SUFFIX, T, float, _wf32)
 MK_FOR_EACH_DTYPE(RMSNORM_BWD)
+// fp32 rows past 8 x 32 KB: 8 vectors per thread (16-bit ones would spill: Triton takes those)
+RMSNORM_BWD_ENTRY(f32, float, float, , 512, 8, 8)
+RMSNORM_BWD_ENTRY(f32, float, float, _wf32, 512, 8, 8)
 #endif  // __CUDA_ARCH__ >= 900
 // --8<-- [end:backward]
