@@ -387,8 +387,8 @@ def default_impl(t: torch.Tensor) -> str:
     ``cuda:3`` on sm_90+ GPUs with NVIDIA's Python bindings (the fastest of ours at most forward
     shapes of the H200 lab, and by far at rows of 65536 and more, which the Triton kernels read
     twice; it falls back to rungs 2 and 1 for rows it cannot vectorise), ``triton:2`` on other
-    GPUs and under Triton's interpreter, PyTorch otherwise. The backward is Triton's either
-    way."""
+    GPUs and under Triton's interpreter, PyTorch otherwise. After ``cuda:3`` the backward is
+    the CUDA kernel for rows longer than 16384 elements (plan_bwd), Triton's below."""
     if t.is_cuda:
         from minikernel.cuda import clusters_available
 
@@ -404,7 +404,8 @@ def default_impl(t: torch.Tensor) -> str:
 
 
 class RMSNormFunction(torch.autograd.Function):
-    """Forward with one of ``VARIANTS``, backward with the Triton kernels.
+    """Forward with one of ``VARIANTS``; backward with the Triton kernels, or after ``cuda:3``
+    with the CUDA backward where it applies (see _backward).
 
     ``apply(x, weight, eps, impl)``: ``x`` contiguous, RMS over its last dimension;
     ``weight`` of that size or None. Saves x, the weight and one fp32 rstd per row.
