@@ -328,6 +328,31 @@ def test_linear_cross_entropy_without_grad_and_default_chunk() -> None:
     assert default_chunk(131072, torch.float32) == 1024
 
 
+@pytest.mark.parametrize("default", ["cuda:1", "triton:1"])
+def test_linear_cross_entropy_fuses_whatever_the_default_of_cross_entropy(
+    monkeypatch: pytest.MonkeyPatch, default: str
+) -> None:
+    """With no impl, linear_cross_entropy runs its fused kernels wherever cross_entropy runs a
+    kernel of ours (it once fell back to PyTorch, logits and all, when that default became
+    cuda:1): the PyTorch path must not be taken."""
+    if DEVICE == "cpu" and not INTERPRET:
+        pytest.skip("the fused kernels run on a GPU or in Triton's interpreter")
+    import minikernel.kernels.cross_entropy as ce
+
+    monkeypatch.setattr(ce, "default_impl", lambda t: default)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("linear_cross_entropy took the PyTorch path")
+
+    hidden, weight, target = make_linear_inputs(9, 4, 70, torch.float32, DEVICE, seed=8)
+    ref, _, _ = reference_linear(hidden, weight, target)
+    monkeypatch.setattr(ce.F, "cross_entropy", refuse)  # what the PyTorch path calls
+    with torch.no_grad():
+        loss = ce.linear_cross_entropy(hidden, weight, target)
+    monkeypatch.undo()
+    torch.testing.assert_close(loss.double(), ref, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.gpu
 def test_linear_cross_entropy_never_holds_the_logits() -> None:
     """Peak memory beyond inputs and gradients: one chunk of logits, not T x V."""
