@@ -165,3 +165,39 @@ def test_labs_without_gpu_check_then_exit_2_and_leave_results(tmp_path: Path) ->
     assert "nothing was timed" in proc.stderr
     assert {p: p.read_bytes() for p in COMMITTED} == before
     assert not any(tmp_path.iterdir())
+
+
+def test_host_cost_of_a_call_is_an_optional_non_negative_field() -> None:
+    data = minimal_results()
+    validate(data)  # older results have no host_us
+    data["records"][0]["host_us"] = 12.5
+    validate(data)
+    data["records"][0]["host_us"] = -1.0
+    with pytest.raises(ResultsError):
+        validate(data)
+
+
+@pytest.mark.gpu
+def test_time_gpu_measures_the_host_cost_of_a_call() -> None:
+    """After an event timing, time_gpu measures what issuing one call costs the host; a call
+    whose host side sleeps is marked host-bound, a graph-replayed one carries no host cost."""
+    import time
+
+    import torch
+
+    from minikernel.bench.timing import time_gpu
+    from minikernel.site.data import is_host_bound
+
+    x = torch.empty(64 << 20, device="cuda", dtype=torch.uint8)  # 64 MB: timed with events
+    t = time_gpu(lambda: x.clone(), graph=False, rep_ms=20)
+    assert t.method == "events+l2flush" and t.host_us is not None and t.host_us > 0
+
+    def host_heavy() -> torch.Tensor:
+        time.sleep(0.002)  # 2 ms of host work per call, far more than the copy on the GPU
+        return x.clone()
+
+    slow = time_gpu(host_heavy, graph=False, rep_ms=20)
+    assert slow.host_us is not None and slow.host_us >= 2000
+    assert is_host_bound({"median_us": slow.median_us, "host_us": slow.host_us})
+    replay = time_gpu(lambda: x[:4096].clone(), graph=True, rep_ms=20)
+    assert replay.method == "cudagraph" and replay.host_us is None

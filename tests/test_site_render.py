@@ -351,3 +351,29 @@ def test_best_impl_and_ncu_record() -> None:
     )
     with pytest.raises(render.ClaimFailed, match="expected one ncu excerpt"):
         render.ncu_record(f, "cuda:1")
+
+
+def test_host_bound_times_are_marked() -> None:
+    """A record whose host cost per call (host_us) reaches HOST_BOUND_FRAC of its time gets a
+    badge inline and a double dagger in tables, with a note; one below it, or without host_us
+    (graph replay, older runs), gets neither."""
+    from minikernel.site.data import HOST_BOUND_FRAC, is_host_bound
+
+    f = results_file()
+    slow = one(f, impl="cuda:1", shape=[1024])  # placeholder: median_us 4.0
+    quick = one(f, impl="triton:1", shape=[1024])
+    assert not is_host_bound(slow)  # no host_us: not marked
+    slow["host_us"] = HOST_BOUND_FRAC * slow["median_us"]
+    quick["host_us"] = 0.5 * HOST_BOUND_FRAC * quick["median_us"]
+    assert is_host_bound(slow) and not is_host_bound(quick)
+    html = render.figure(f, {"impl": "cuda:1", "shape": [1024]}, "median_us", "en", "r.json")
+    assert 'class="mk-hostbound"' in html and ">host-bound<" in html
+    assert "mk-hostbound" not in render.figure(
+        f, {"impl": "triton:1", "shape": [1024]}, "median_us", "en", "r.json"
+    )
+    md = render.pivot_table(f, field="median_us", lang="es", href="r.json", best="min")
+    assert md.count("‡") == 2  # the one cell, and the note under the table
+    assert "mk-hostbound-note" in md and "limitado por el host" in md
+    slow["source_hash"] = "sha256:" + "0" * 64  # stale and host-bound: both marks, both notes
+    md = render.pivot_table(f, field="median_us", lang="en", href="r.json", best="min")
+    assert " † ‡" in md and "mk-stale-note" in md and "mk-hostbound-note" in md

@@ -139,13 +139,16 @@ class Lab:
             "timing": t.method,
             **extra,
         }
+        if t.host_us is not None:
+            rec["host_us"] = round(t.host_us, 3)
         if ceiling not in ("copy_GBps", "bf16_mm_TFLOPs"):
             rec["ceiling"] = ceiling
         self.records.append(rec)
         rate = f"{gbps:8.1f} GB/s" if gbps is not None else f"{tflops or 0:8.1f} TFLOP/s"
         print(
             f"[{self.op}] {impl:<14} {dtype_name:<9} {pass_:<7} {shape!s:<22} "
-            f"{t.median_us:10.2f} us  {rate}  {100 * (frac or 0):5.1f}%  ({t.method})",
+            f"{t.median_us:10.2f} us  {rate}  {100 * (frac or 0):5.1f}%  ({t.method})"
+            + (f"  host {t.host_us:.1f} us per call" if t.host_us is not None else ""),
             flush=True,
         )
         return rec

@@ -9,6 +9,12 @@
   captured in a CUDA graph and timed by replaying it (``do_bench_cudagraph``). Graph replay does
   not flush L2 between calls: a small case runs from L2, which is what it would do in a real
   model too. The record says which method timed it.
+- Longer calls can still be paced by the host: when issuing one call from Python (argument
+  checks, allocations, the launcher) takes about as long as the call runs on the GPU, the GPU
+  waits between calls and the events measure the host. So after an event timing, the host's
+  cost of issuing a call is measured too (``host_us``: calls issued back to back with no
+  synchronisation, wall-clock time per call), and the record keeps it; the site marks a time
+  whose host cost reaches HOST_BOUND_FRAC of it (minikernel.site.data.is_host_bound).
 """
 
 from __future__ import annotations
@@ -21,12 +27,35 @@ GRAPH_BELOW_US = 10.0
 """Cases whose first estimate is shorter than this are timed with CUDA-graph replay."""
 
 
+HOST_PROBE_US = 5000.0
+"""About this much GPU time of back-to-back calls measures the host's cost per call."""
+
+
 @dataclass(frozen=True)
 class Timing:
     median_us: float
     p20_us: float
     p80_us: float
     method: str  # "events+l2flush" or "cudagraph"
+    host_us: float | None = None  # wall-clock time to issue one call (events timing only)
+
+
+def host_issue_us(fn: Callable[[], Any], gpu_us: float) -> float:
+    """Wall-clock microseconds the host takes to issue one call of ``fn``: calls issued back to
+    back, without synchronising, about HOST_PROBE_US of GPU work in all (3 to 50 calls). Where
+    the GPU is the slower of the two, the host only queues work and this is its own cost."""
+    import time
+
+    import torch
+
+    calls = int(max(3, min(50, HOST_PROBE_US // max(gpu_us, 1.0))))
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
 
 
 # --8<-- [start:time_gpu]
@@ -61,5 +90,6 @@ def time_gpu(
         ms = do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=q)
         method = "events+l2flush"
     med, p20, p80 = (float(x) * 1e3 for x in ms)
-    return Timing(med, p20, p80, method)
+    host = host_issue_us(fn, med) if method == "events+l2flush" else None
+    return Timing(med, p20, p80, method, host)
     # --8<-- [end:time_gpu]

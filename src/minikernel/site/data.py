@@ -104,6 +104,19 @@ def current_hash(op: str, impl: str) -> str | None:
     return variant.source_hash() if variant is not None else None
 
 
+HOST_BOUND_FRAC = 0.8
+"""A timed call is marked host-bound when issuing it took at least this fraction of its time."""
+
+
+def is_host_bound(rec: dict[str, Any]) -> bool:
+    """Whether ``rec``'s time may be the host's: the lab measured the wall-clock cost of issuing
+    one call (``host_us``, events timing only) and it reaches HOST_BOUND_FRAC of the measured
+    time, so the GPU may have waited for the next call. Records without ``host_us`` (graph
+    replay, older runs) are not marked."""
+    host = rec.get("host_us")
+    return host is not None and host >= HOST_BOUND_FRAC * rec["median_us"]
+
+
 def is_stale(op: str, rec: dict[str, Any]) -> bool:
     h = rec.get("source_hash", "")
     if not h.startswith("sha256:"):

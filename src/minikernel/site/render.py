@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 
 from . import fmt, svgplot
-from .data import ResultsFile, is_stale, one, select
+from .data import HOST_BOUND_FRAC, ResultsFile, is_host_bound, is_stale, one, select
 
 
 class ClaimFailed(AssertionError):
@@ -29,6 +29,12 @@ TEXT = {
         "stale_title": "The source of this kernel has changed since it was measured; "
         "run 'nox -s labs -- {op}' to measure it again.",
         "stale_note": "† stale: the kernel's source changed after this was measured.",
+        "host_bound": "host-bound",
+        "host_bound_title": "Issuing one call from the host took {host} against {time} on the "
+        "GPU: this time may be the host's, not the kernel's.",
+        "host_bound_note": "‡ host-bound: issuing one call from the host took at least "
+        "{frac} of its measured time, so the GPU may have waited between calls and the time may "
+        "be the host's, not the kernel's.",
         "other_gpu": "measured on {gpu}, not on the {slug} this page names",
         "size": "size",
         "shape": "shape",
@@ -55,6 +61,12 @@ TEXT = {
         "stale_title": "El código de este kernel ha cambiado desde que se midió; "
         "ejecuta «nox -s labs -- {op}» para medirlo de nuevo.",
         "stale_note": "† desactualizado: el código del kernel cambió después de medirlo.",
+        "host_bound": "limitado por el host",
+        "host_bound_title": "Lanzar una llamada desde el host costó {host} frente a {time} en "
+        "la GPU: este tiempo puede ser del host y no del kernel.",
+        "host_bound_note": "‡ limitado por el host: lanzar una llamada desde el host costó al "
+        "menos el {frac} de su tiempo medido, así que la GPU pudo esperar entre llamadas y el "
+        "tiempo puede ser del host y no del kernel.",
         "other_gpu": "medido en una {gpu}, no en la {slug} que nombra esta página",
         "size": "tamaño",
         "shape": "forma",
@@ -156,6 +168,21 @@ def provenance(f: ResultsFile, lang: str, href: str, repo_url: str = "") -> str:
     )
 
 
+def host_bound_badge(rec: dict[str, Any], lang: str) -> str:
+    title = t(
+        lang,
+        "host_bound_title",
+        host=fmt.duration_us(rec["host_us"], lang),
+        time=fmt.duration_us(rec["median_us"], lang),
+    )
+    return f'<span class="mk-hostbound" title="{escape(title)}">{t(lang, "host_bound")}</span>'
+
+
+def host_bound_note(lang: str) -> str:
+    frac = fmt.percent(HOST_BOUND_FRAC, lang, 0)
+    return f'<p class="mk-hostbound-note">{t(lang, "host_bound_note", frac=frac)}</p>\n'
+
+
 def stale_badge(op: str, lang: str) -> str:
     return (
         f'<span class="mk-stale" title="{escape(t(lang, "stale_title", op=op))}">'
@@ -198,11 +225,13 @@ def inline(
     href: str,
     *,
     stale: bool = False,
+    host_bound: dict[str, Any] | None = None,
     repo_url: str = "",
 ) -> str:
     """A number in running text with its provenance as a superscript: GPU and date linking to
     the results file, the commit (linked when ``repo_url`` is set; in the tooltip always), a
-    stale badge when ``stale``, and a flag when the file was measured on another GPU."""
+    stale badge when ``stale``, a host-bound badge when ``host_bound`` (the record) is, and a
+    flag when the file was measured on another GPU."""
     env = f.env
     title = (
         f"{env['gpu']} · {env['date'][:10]} · commit {env['commit']} · "
@@ -213,6 +242,8 @@ def inline(
         f', <a class="mk-commit" href="{escape(url)}">{escape(env["commit"])}</a>' if url else ""
     )
     badge = f" {stale_badge(f.op, lang)}" if stale else ""
+    if host_bound is not None and is_host_bound(host_bound):
+        badge += f" {host_bound_badge(host_bound, lang)}"
     return (
         f'<span class="mk-figure">{value_html}<sup class="mk-prov"><a href="{escape(href)}" '
         f'title="{escape(title)}">{escape(env["gpu"].replace("NVIDIA ", ""))}, '
@@ -231,7 +262,9 @@ def figure(
     """One measured value, inline, with a superscript link to its provenance."""
     rec = one(f, **sel)
     value = format_value(field, rec.get(field), lang)
-    return inline(f, value, lang, href, stale=is_stale(f.op, rec), repo_url=repo_url)
+    return inline(
+        f, value, lang, href, stale=is_stale(f.op, rec), host_bound=rec, repo_url=repo_url
+    )
 
 
 def ratio_value(f: ResultsFile, num: dict[str, Any], den: dict[str, Any], field: str) -> float:
@@ -354,7 +387,7 @@ def pivot_table(
         raise ClaimFailed(f"{f.path.name}: no records for impl(s) {missing} (dtype={dtype})")
     header = [t(lang, "shape")] + [f"`{i}`<br>{escape(impl_label(i))}" for i in impl_list]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" + "--:|" * len(impl_list)]
-    any_stale = False
+    any_stale = any_host = False
     for s in shape_list:
         row_recs = [by.get((s, i)) for i in impl_list]
         values = [r.get(field) if r else None for r in row_recs]
@@ -364,11 +397,14 @@ def pivot_table(
             _cell(f, r, field, v, v is not None and v == winner and len(present) > 1, lang)
             for r, v in zip(row_recs, values, strict=True)
         ]
-        any_stale = any_stale or any(c.endswith(" †") for c in cells)
+        any_stale = any_stale or any(" †" in c for c in cells)
+        any_host = any_host or any(c.endswith(" ‡") for c in cells)
         lines.append(f"| {fmt.shape(list(s), lang)} | " + " | ".join(cells) + " |")
     out = "\n".join(lines) + "\n\n"
     if any_stale:
         out += f'<p class="mk-stale-note">{t(lang, "stale_note")}</p>\n'
+    if any_host:
+        out += host_bound_note(lang)
     return out + provenance(f, lang, href, repo_url) + "\n"
 
 
@@ -382,6 +418,8 @@ def _cell(
         text = f"**{text}**"
     if r is not None and is_stale(f.op, r):
         text += " †"
+    if r is not None and is_host_bound(r):
+        text += " ‡"
     return text
 
 
@@ -418,18 +456,21 @@ def grid_table(
         f"| {escape(rows)} ↓ {escape(cols)} → | " + " | ".join(str(c) for c in col_vals) + " |",
         "|---|" + "--:|" * len(col_vals),
     ]
-    any_stale = False
+    any_stale = any_host = False
     for rv in row_vals:
         cells = []
         for cv in col_vals:
             r = by.get((rv, cv))
             v = r.get(field) if r else None
             cells.append(_cell(f, r, field, v, v is not None and v == winner, lang))
-        any_stale = any_stale or any(c.endswith(" †") for c in cells)
+        any_stale = any_stale or any(" †" in c for c in cells)
+        any_host = any_host or any(c.endswith(" ‡") for c in cells)
         lines.append(f"| {rv} | " + " | ".join(cells) + " |")
     out = "\n".join(lines) + "\n\n"
     if any_stale:
         out += f'<p class="mk-stale-note">{t(lang, "stale_note")}</p>\n'
+    if any_host:
+        out += host_bound_note(lang)
     return out + provenance(f, lang, href, repo_url) + "\n"
 
 
