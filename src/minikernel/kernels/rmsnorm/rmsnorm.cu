@@ -13,8 +13,8 @@
 // Every dtype computes in fp32 and rounds once on the store. The weight is either the input's
 // dtype or fp32: each kernel is stamped for both (suffix _wf32 for an fp32 weight). The weight
 // pointer may be null (no elementwise affine); rstd may be null (not needed without autograd).
-// minikernel: max-registers 192 rmsnorm_bwd_ (one block per SM by design: each thread keeps
-// its slices of x and dy and its share of the dw sums in registers, up to 8 vectors each)
+// minikernel: max-registers 192 rmsnorm_bwd_ (one or two blocks per SM by design: each thread
+// keeps its slices of x and dy and its share of the dw sums in registers, up to 8 vectors each)
 #include "cluster.cuh"
 #include "common.cuh"
 
