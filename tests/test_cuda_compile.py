@@ -161,3 +161,35 @@ def test_empty_ptxas_log_is_recovered_from_a_fresh_process(monkeypatch: pytest.M
     if HAS_GPU and len(calls) == 2 and not calls[1]:
         pytest.skip("this NVRTC gave an empty ptxas log in the fresh process too")
     assert module.usage and len(calls) == 2
+
+
+def test_a_driver_call_without_a_context_is_retried_once_in_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Autograd runs backward on a thread of its own, where no context may be current yet: the
+    first driver call there fails with CUDA_ERROR_INVALID_CONTEXT (201). The loader makes the
+    context current and tries once more; any other error, or a second failure, is raised."""
+    import types
+
+    import minikernel.cuda.loader as loader
+    from minikernel.cuda import CudaLaunchError
+
+    made_current: list[int] = []
+    monkeypatch.setattr(loader, "_ensure_context", lambda driver, dev: made_current.append(dev))
+    monkeypatch.setitem(
+        __import__("sys").modules,
+        "torch",
+        types.SimpleNamespace(cuda=types.SimpleNamespace(current_device=lambda: 0)),
+    )
+    driver = types.SimpleNamespace(
+        cuGetErrorName=lambda e: (0, b"CUDA_ERROR_X"), cuGetErrorString=lambda e: (0, b"what")
+    )
+    statuses = iter([201, 0])
+    assert loader._call_in_context(driver, "q", lambda a: (next(statuses), a * 2), 21) == (42,)
+    assert made_current == [0]
+    with pytest.raises(CudaLaunchError, match="q failed"):
+        loader._call_in_context(driver, "q", lambda: (201,))  # still none after the retry
+    assert made_current == [0, 0]
+    with pytest.raises(CudaLaunchError, match="q failed"):
+        loader._call_in_context(driver, "q", lambda: (700, None))
+    assert made_current == [0, 0]  # other errors are not retried

@@ -470,6 +470,41 @@ def test_cuda_backward_matches_reference(
 
 
 @pytest.mark.gpu
+def test_cuda_backward_as_the_first_cuda_call_of_autograds_thread() -> None:
+    """In a fresh process, the first CUDA C call of the backward (the cluster occupancy query)
+    runs on autograd's own thread, where no context was current: it failed there with
+    CUDA_ERROR_INVALID_CONTEXT until the loader made the context current itself."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from minikernel.cuda import clusters_available
+
+    if not clusters_available(torch.device("cuda")):
+        pytest.skip("the CUDA backward needs clusters (sm_90+) and NVIDIA's bindings")
+    code = (
+        "import torch\n"
+        "from minikernel.kernels.rmsnorm import rms_norm, reference_grads\n"
+        "x = torch.randn(8, 32768, device='cuda', requires_grad=True)\n"
+        "w = torch.randn(32768, device='cuda')\n"
+        "dy = torch.randn_like(x)\n"
+        "rms_norm(x, (32768,), w, 1e-6, impl='cuda:3').backward(dy)\n"
+        "dx, _ = reference_grads(x.detach(), w, dy, 1e-6)\n"
+        "err = (x.grad.double() - dx).abs().max().item()\n"
+        "print('max_err', err)\n"
+        "assert err < 1e-3, err\n"
+    )
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = dict(__import__("os").environ)
+    env["PYTHONPATH"] = src + ":" + env.get("PYTHONPATH", "")
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "max_err" in proc.stdout
+
+
+@pytest.mark.gpu
 def test_cuda_backward_is_deterministic_and_writes_only_dx() -> None:
     from minikernel.cuda import clusters_available
     from minikernel.kernels.rmsnorm import _backward_cuda

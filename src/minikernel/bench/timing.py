@@ -11,10 +11,16 @@
   model too. The record says which method timed it.
 - Longer calls can still be paced by the host: when issuing one call from Python (argument
   checks, allocations, the launcher) takes about as long as the call runs on the GPU, the GPU
-  waits between calls and the events measure the host. So after an event timing, the host's
-  cost of issuing a call is measured too (``host_us``: calls issued back to back with no
-  synchronisation, wall-clock time per call), and the record keeps it; the site marks a time
-  whose host cost reaches HOST_BOUND_FRAC of it (minikernel.site.data.is_host_bound).
+  waits for the host between the start event and the kernels, and the events measure the host.
+  So the host's cost of issuing a call is measured first (``host_us``: calls issued back to
+  back with no synchronisation, wall-clock time per call), and every timed call is queued
+  behind a GPU-side *lead*: a spin kernel (``torch.cuda._sleep``) longer than that cost,
+  enqueued after the L2 flush and before the start event. While the GPU spins, the host
+  issues the start event and the whole call; the events then see the call's kernels back to
+  back, the GPU's time, whatever the host costs. Every implementation is timed this way, so
+  short shapes compare kernels, not Python launch paths. The record keeps ``host_us`` too;
+  the site marks a time whose host cost reaches HOST_BOUND_FRAC of it
+  (minikernel.site.data.is_host_bound): outside a CUDA graph, the host would set its pace.
 """
 
 from __future__ import annotations
@@ -30,14 +36,84 @@ GRAPH_BELOW_US = 10.0
 HOST_PROBE_US = 5000.0
 """About this much GPU time of back-to-back calls measures the host's cost per call."""
 
+LEAD_MAX_US = 5000.0
+"""The GPU-side lead before each timed call is twice the host's cost plus LEAD_PAD_US, at most
+this (a call whose host costs milliseconds is milliseconds long on the GPU too)."""
+LEAD_PAD_US = 20.0
+MAX_REPEATS = 1000
+"""Timed calls per case at most: enough for stable percentiles, and it bounds a lab's time."""
+FLUSH_BYTES = 256 << 20
+"""Written before every timed call: larger than the L2 of any GPU we time (60 MB on a H200)."""
+
+_cycles_per_us: dict[int, float] = {}
+
 
 @dataclass(frozen=True)
 class Timing:
     median_us: float
     p20_us: float
     p80_us: float
-    method: str  # "events+l2flush" or "cudagraph"
+    method: str  # "events+l2flush+lead" or "cudagraph" (older records: "events+l2flush")
     host_us: float | None = None  # wall-clock time to issue one call (events timing only)
+
+
+def gpu_cycles_per_us() -> float:
+    """Clock cycles per microsecond of ``torch.cuda._sleep``'s spin on this device, measured
+    once per process (it follows the clock the GPU runs at, which we do not set)."""
+    import torch
+
+    dev = torch.cuda.current_device()
+    if dev not in _cycles_per_us:
+        cycles = 2_000_000
+        torch.cuda._sleep(cycles // 10)  # wake the clock up before measuring it
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        _cycles_per_us[dev] = cycles / (start.elapsed_time(end) * 1e3)
+    return _cycles_per_us[dev]
+
+
+def events_with_lead(
+    fn: Callable[[], Any], *, lead_us: float, warmup_ms: float, rep_ms: float
+) -> list[float]:
+    """Per-call times in ms of ``fn``, each call after an L2 flush and a GPU-side spin of
+    ``lead_us`` (see the module's docstring): the GPU's time, not the host's."""
+    import torch
+
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    lead = max(1, int(lead_us * gpu_cycles_per_us()))
+
+    def one(start: Any, end: Any) -> None:
+        flush.zero_()
+        torch.cuda._sleep(lead)
+        start.record()
+        fn()
+        end.record()
+
+    def events(n: int) -> list[tuple[Any, Any]]:
+        return [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(n)
+        ]
+
+    # One iteration's wall time on the GPU (flush, lead and call) sets how many fit in rep_ms.
+    probe = events(5)
+    outer = events(1)[0]
+    outer[0].record()
+    for s, e in probe:
+        one(s, e)
+    outer[1].record()
+    torch.cuda.synchronize()
+    iter_ms = max(outer[0].elapsed_time(outer[1]) / len(probe), 1e-3)
+    for s, e in events(max(1, int(warmup_ms / iter_ms))):
+        one(s, e)
+    timed = events(max(10, min(MAX_REPEATS, int(rep_ms / iter_ms))))
+    for s, e in timed:
+        one(s, e)
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in timed]
 
 
 def host_issue_us(fn: Callable[[], Any], gpu_us: float) -> float:
@@ -74,22 +150,20 @@ def time_gpu(
     from triton.testing import do_bench, do_bench_cudagraph
 
     q = [0.5, 0.2, 0.8]
+    fn()  # compile / autotune outside any measurement or graph capture
+    torch.cuda.synchronize()
+    first = do_bench(fn, warmup=5, rep=20, quantiles=[0.5])
+    first_us = (first[0] if isinstance(first, list | tuple) else first) * 1e3
     if graph is None:
-        fn()  # compile / autotune outside any measurement or graph capture
-        torch.cuda.synchronize()
-        first = do_bench(fn, warmup=5, rep=20, quantiles=[0.5])
-        first_ms = first[0] if isinstance(first, list | tuple) else first
-        graph = first_ms * 1e3 < GRAPH_BELOW_US
+        graph = first_us < GRAPH_BELOW_US
     if graph:
-        fn()
-        torch.cuda.synchronize()
         with torch.cuda.stream(torch.cuda.Stream()):
             ms = do_bench_cudagraph(fn, rep=rep_ms, quantiles=q)
-        method = "cudagraph"
-    else:
-        ms = do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=q)
-        method = "events+l2flush"
-    med, p20, p80 = (float(x) * 1e3 for x in ms)
-    host = host_issue_us(fn, med) if method == "events+l2flush" else None
-    return Timing(med, p20, p80, method, host)
+        med, p20, p80 = (float(x) * 1e3 for x in ms)
+        return Timing(med, p20, p80, "cudagraph")
+    host = host_issue_us(fn, first_us)
+    lead = min(LEAD_MAX_US, 2 * host + LEAD_PAD_US)
+    times = torch.tensor(events_with_lead(fn, lead_us=lead, warmup_ms=warmup_ms, rep_ms=rep_ms))
+    med, p20, p80 = (float(x) * 1e3 for x in torch.quantile(times, torch.tensor(q)))
+    return Timing(med, p20, p80, "events+l2flush+lead", host)
     # --8<-- [end:time_gpu]

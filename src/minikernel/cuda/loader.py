@@ -123,6 +123,26 @@ def _check_driver(driver: Any, result: Any, what: str) -> None:
         raise CudaLaunchError(f"{what} failed: {name} ({text})")
 
 
+_INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
+
+
+def _call_in_context(driver: Any, what: str, fn: Any, *args: Any) -> tuple[Any, ...]:
+    """``fn(*args)``, a driver call that needs a current context, checked; its results after
+    the status. A thread PyTorch made (autograd runs backward on one per device) may never
+    have made the primary context current: the runtime binds it lazily, and PyTorch skips
+    ``cudaSetDevice`` on a thread already "on" the device. Then the call fails with
+    CUDA_ERROR_INVALID_CONTEXT, and it is made current and tried once more. The check costs
+    nothing on the usual path, which matters on every launch."""
+    err, *rest = fn(*args)
+    if int(err) == _INVALID_CONTEXT:
+        import torch
+
+        _ensure_context(driver, torch.cuda.current_device())
+        err, *rest = fn(*args)
+    _check_driver(driver, err, what)
+    return tuple(rest)
+
+
 def source_text(path: Path) -> str:
     """The file as compiled: its own text. Includes are resolved by NVRTC from CUDA_DIR."""
     return Path(path).read_text()
@@ -309,8 +329,14 @@ class Kernel:
             # Above 48 KB a kernel must opt in to more dynamic shared memory, once.
             driver = self.module.driver
             attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            (err,) = driver.cuFuncSetAttribute(self._function, attr, shared_mem)
-            _check_driver(driver, err, f"raising {self.name}'s shared memory to {shared_mem} B")
+            _call_in_context(
+                driver,
+                f"raising {self.name}'s shared memory to {shared_mem} B",
+                driver.cuFuncSetAttribute,
+                self._function,
+                attr,
+                shared_mem,
+            )
             self._max_dynamic_smem = shared_mem
 
     def max_active_clusters(self, block: int, shared_mem: int, cluster: int) -> int:
@@ -328,10 +354,14 @@ class Kernel:
         driver = self.module.driver
         self._allow_smem(shared_mem)
         if cluster == 1:
-            err, per_sm = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                self._function, block, shared_mem
+            (per_sm,) = _call_in_context(
+                driver,
+                f"occupancy of {self.name}",
+                driver.cuOccupancyMaxActiveBlocksPerMultiprocessor,
+                self._function,
+                block,
+                shared_mem,
             )
-            _check_driver(driver, err, f"occupancy of {self.name}")
             props = torch.cuda.get_device_properties(torch.cuda.current_device())
             self._occupancy[key] = int(per_sm) * props.multi_processor_count
             return self._occupancy[key]
@@ -341,8 +371,13 @@ class Kernel:
         config.sharedMemBytes = shared_mem
         config.hStream = 0
         config.numAttrs = 0  # the cluster size comes from the kernel's __cluster_dims__
-        err, count = driver.cuOccupancyMaxActiveClusters(self._function, config)
-        _check_driver(driver, err, f"cluster occupancy of {self.name}")
+        (count,) = _call_in_context(
+            driver,
+            f"cluster occupancy of {self.name}",
+            driver.cuOccupancyMaxActiveClusters,
+            self._function,
+            config,
+        )
         self._occupancy[key] = int(count)
         return int(count)
 
@@ -380,7 +415,10 @@ class Kernel:
         pointers = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
         if stream is None:
             stream = torch.cuda.current_stream().cuda_stream
-        (err,) = driver.cuLaunchKernel(
+        _call_in_context(
+            driver,
+            f"launching {self.name} with grid={grid3} block={block3} smem={shared_mem}",
+            driver.cuLaunchKernel,
             self._function,
             *grid3,
             *block3,
@@ -388,9 +426,6 @@ class Kernel:
             stream,
             ctypes.addressof(pointers),
             0,
-        )
-        _check_driver(
-            driver, err, f"launching {self.name} with grid={grid3} block={block3} smem={shared_mem}"
         )
 
 

@@ -262,7 +262,7 @@ VARIANTS: dict[str, Variant] = {
 
 BWD_SLICE = 32 * 1024
 """Bytes of x (and as many of dy) that one block of the CUDA backward owns in each row."""
-BWD_SHAPES = {(256, 8), (512, 4), (512, 8)}  # (threads, vectors per thread) in rmsnorm.cu
+BWD_SHAPES = {(512, 4), (512, 8)}  # (threads, vectors per thread) in rmsnorm.cu
 
 
 @dataclass(frozen=True)
