@@ -30,11 +30,11 @@ TEXT = {
         "run 'nox -s labs -- {op}' to measure it again.",
         "stale_note": "† stale: the kernel's source changed after this was measured.",
         "host_bound": "host-bound",
-        "host_bound_title": "Issuing one call from the host took {host} against {time} on the "
-        "GPU: this time may be the host's, not the kernel's.",
+        "host_bound_title": "Issuing one call from the host took {host}, against {time} on the "
+        "GPU: outside a CUDA graph, the host would set this call's pace.",
         "host_bound_note": "‡ host-bound: issuing one call from the host took at least "
-        "{frac} of its measured time, so the GPU may have waited between calls and the time may "
-        "be the host's, not the kernel's.",
+        "{frac} of the GPU time shown. The time is the GPU's (each timed call waited behind a "
+        "GPU-side lead), but outside a CUDA graph the host would set the pace of this call.",
         "other_gpu": "measured on {gpu}, not on the {slug} this page names",
         "size": "size",
         "shape": "shape",
@@ -62,11 +62,12 @@ TEXT = {
         "ejecuta «nox -s labs -- {op}» para medirlo de nuevo.",
         "stale_note": "† desactualizado: el código del kernel cambió después de medirlo.",
         "host_bound": "limitado por el host",
-        "host_bound_title": "Lanzar una llamada desde el host costó {host} frente a {time} en "
-        "la GPU: este tiempo puede ser del host y no del kernel.",
+        "host_bound_title": "Lanzar una llamada desde el host costó {host}, frente a {time} en "
+        "la GPU: fuera de un CUDA graph, el host marcaría el ritmo de esta llamada.",
         "host_bound_note": "‡ limitado por el host: lanzar una llamada desde el host costó al "
-        "menos el {frac} de su tiempo medido, así que la GPU pudo esperar entre llamadas y el "
-        "tiempo puede ser del host y no del kernel.",
+        "menos el {frac} del tiempo de GPU que se muestra. El tiempo es el de la GPU (cada "
+        "llamada medida esperó tras una espera previa en la GPU), pero fuera de un CUDA graph "
+        "el host marcaría el ritmo de esta llamada.",
         "other_gpu": "medido en una {gpu}, no en la {slug} que nombra esta página",
         "size": "tamaño",
         "shape": "forma",
