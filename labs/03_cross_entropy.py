@@ -326,19 +326,23 @@ for t in (8192, 16384):
 # %% [markdown] lang="en"
 # ## 5. Profile
 #
-# Nsight Compute on one loss-and-gradient call at 8192 x 128256 in bf16, ours and PyTorch's:
-# the DRAM bytes each moves against the 2·T·V model. Ours reads each row twice (once for the
-# log-sum-exp, once for the gradient), the second time from the end of the row back, hoping to
-# find it in L2: DRAM bytes read close to one read of the logits say it did.
+# Nsight Compute on one loss-and-gradient call at 8192 x 128256 in bf16, ours (CUDA C and
+# Triton) and PyTorch's: the DRAM bytes each moves against the 2·T·V model. The CUDA kernel
+# (`cuda:1`) keeps a row's slices on chip across a thread-block cluster and reads it once. The
+# Triton kernel reads each row twice (once for the log-sum-exp, once for the gradient), the
+# second time from the end of the row back, hoping to find it in L2: DRAM bytes read close to
+# one read of the logits say it did.
 
 # %% [markdown] lang="es"
 # ## 5. Perfilar
 #
-# Nsight Compute sobre una llamada de pérdida y gradiente con 8192 x 128256 en bf16, la nuestra
-# y la de PyTorch: los bytes de DRAM que mueve cada una frente al modelo de 2·T·V. La nuestra lee
-# cada fila dos veces (una para el log-sum-exp, otra para el gradiente), la segunda desde el
-# final de la fila hacia atrás, con la esperanza de encontrarla en L2: si los bytes leídos de
-# DRAM se acercan a una sola lectura de los logits, la encontró.
+# Nsight Compute sobre una llamada de pérdida y gradiente con 8192 x 128256 en bf16, las
+# nuestras (CUDA C y Triton) y la de PyTorch: los bytes de DRAM que mueve cada una frente al
+# modelo de 2·T·V. El kernel de CUDA (`cuda:1`) reparte la fila en trozos entre los bloques de
+# un cluster, la mantiene en el chip y la lee una sola vez. El de Triton lee cada fila dos veces
+# (una para el log-sum-exp, otra para el gradiente), la segunda desde el final de la fila hacia
+# atrás, con la esperanza de encontrarla en L2: si los bytes leídos de DRAM se acercan a una sola
+# lectura de los logits, la encontró.
 
 # %%
 _free()  # hand the cached memory back: ncu profiles in a process of its own
