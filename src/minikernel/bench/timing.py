@@ -1,8 +1,13 @@
 """Timing on the GPU: one harness for every lab.
 
-- Events around each call, after a warm-up, with L2 flushed before every call
-  (``triton.testing.do_bench`` writes a 256 MB buffer between calls), so that a kernel whose
-  data fits in the L2 cache (tens of MB on an H100/H200) is not timed reading its own cache.
+- Events around each call, after a warm-up, with L2 flushed before every call, so that a
+  kernel whose data fits in the L2 cache (tens of MB on an H100/H200) is not timed reading its
+  own cache. The flush *reads* a 256 MB buffer. ``triton.testing.do_bench`` writes one
+  instead, which leaves L2 full of dirty lines: the timed kernel then pays for writing the
+  harness's buffer back to DRAM as it evicts it: tens of MB, a few microseconds at DRAM speed,
+  added to every call. Reading leaves only clean lines, which cost nothing to evict, and the
+  earlier calls' dirty lines are written back during the flush, outside the events. ncu's
+  cache control also starts each profiled kernel from a clean L2.
 - The median and the 20th/80th percentiles of many calls, not the mean: one preempted call
   should not move the number.
 - Under about 10 us a call is mostly launch overhead and event resolution, so small cases are
@@ -43,7 +48,11 @@ LEAD_PAD_US = 20.0
 MAX_REPEATS = 1000
 """Timed calls per case at most: enough for stable percentiles, and it bounds a lab's time."""
 FLUSH_BYTES = 256 << 20
-"""Written before every timed call: larger than the L2 of any GPU we time (60 MB on a H200)."""
+"""Read before every timed call: larger than the L2 of any GPU we time (60 MB on a H200)."""
+METHOD = "events+l2clean+lead"
+"""The record's ``timing`` for events timing. Older records: "events+l2flush+lead" (the flush
+wrote its buffer, leaving dirty lines for the timed call to write back) and "events+l2flush"
+(no lead either)."""
 
 _cycles_per_us: dict[int, float] = {}
 
@@ -53,7 +62,7 @@ class Timing:
     median_us: float
     p20_us: float
     p80_us: float
-    method: str  # "events+l2flush+lead" or "cudagraph" (older records: "events+l2flush")
+    method: str  # METHOD or "cudagraph" (older records: see METHOD)
     host_us: float | None = None  # wall-clock time to issue one call (events timing only)
 
 
@@ -82,11 +91,11 @@ def events_with_lead(
     ``lead_us`` (see the module's docstring): the GPU's time, not the host's."""
     import torch
 
-    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    flush = torch.zeros(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
     lead = max(1, int(lead_us * gpu_cycles_per_us()))
 
     def one(start: Any, end: Any) -> None:
-        flush.zero_()
+        flush.amax()  # a read: L2 is left holding clean lines of `flush` (module docstring)
         torch.cuda._sleep(lead)
         start.record()
         fn()
@@ -165,5 +174,5 @@ def time_gpu(
     lead = min(LEAD_MAX_US, 2 * host + LEAD_PAD_US)
     times = torch.tensor(events_with_lead(fn, lead_us=lead, warmup_ms=warmup_ms, rep_ms=rep_ms))
     med, p20, p80 = (float(x) * 1e3 for x in torch.quantile(times, torch.tensor(q)))
-    return Timing(med, p20, p80, "events+l2flush+lead", host)
+    return Timing(med, p20, p80, METHOD, host)
     # --8<-- [end:time_gpu]

@@ -83,7 +83,8 @@ def rmsnorm_kernel2(
         row_ok = rows < M
         mask = row_ok[:, None] & (cols[None, :] < N)
         offs = rows[:, None] * N + cols[None, :]
-        x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+        # No evict_first on a once-read x: the hint slowed softmax's identical load on the H200.
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0)
         x = x.to(tl.float32)
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
         y = x * rstd[:, None]
@@ -160,8 +161,8 @@ def rmsnorm_bwd_kernel(
         # reads nothing). It costs registers: only for tiles of a few elements per thread.
         offs0 = (first + tl.arange(0, ROWS))[:, None] * N + cols[None, :]
         mask0 = ((first + tl.arange(0, ROWS)) < last)[:, None] & col_ok[None, :]
-        x_next = tl.load(x_ptr + offs0, mask=mask0, other=0.0, eviction_policy="evict_first")
-        dy_next = tl.load(dy_ptr + offs0, mask=mask0, other=0.0, eviction_policy="evict_first")
+        x_next = tl.load(x_ptr + offs0, mask=mask0, other=0.0)
+        dy_next = tl.load(dy_ptr + offs0, mask=mask0, other=0.0)
     for r0 in range(first, last, ROWS):
         rows = r0 + tl.arange(0, ROWS)
         row_ok = rows < last
@@ -170,15 +171,12 @@ def rmsnorm_bwd_kernel(
         if PREFETCH:
             x, dy = x_next, dy_next
             mask_next = (rows + ROWS < last)[:, None] & col_ok[None, :]
-            x_next = tl.load(
-                x_ptr + offs + ROWS * N, mask=mask_next, other=0.0, eviction_policy="evict_first"
-            )
-            dy_next = tl.load(
-                dy_ptr + offs + ROWS * N, mask=mask_next, other=0.0, eviction_policy="evict_first"
-            )
+            x_next = tl.load(x_ptr + offs + ROWS * N, mask=mask_next, other=0.0)
+            dy_next = tl.load(dy_ptr + offs + ROWS * N, mask=mask_next, other=0.0)
         else:
-            x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
-            dy = tl.load(dy_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+            # x and dy are read once; no evict_first (see the forward)
+            x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+            dy = tl.load(dy_ptr + offs, mask=mask, other=0.0)
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
         xhat = x.to(tl.float32) * rstd[:, None]
         dy = dy.to(tl.float32)
