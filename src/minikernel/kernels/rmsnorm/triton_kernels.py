@@ -398,12 +398,15 @@ def launch_backward(
         # in registers without spilling.
         warps = _warps(rows * block, 2 * x.element_size())
         per_sm = max(1, 64 // warps)  # 64 warps = 2048 threads, an SM's limit
-        if block in (4096, 8192):
-            # Rows of 2049 to 8192: every row ends in a reduction across the program's warps
-            # (a barrier). One program per SM and, at 4096, two rows per step over 16 warps
-            # (one barrier per two rows, a reduction over half the warps) measured 5-15% faster
-            # on the H200 than two or four programs per SM of one row each.
-            rows, warps, per_sm = (2, 16, 1) if block == 4096 else (1, 32, 1)
+        if 1024 <= block <= 8192:
+            # Rows of 513 to 8192: one program per SM, 8192 elements per step (8 or 4 rows
+            # over 8 warps at 1024 and 2048, 2 rows over 16 at 4096, 1 row over 32 at 8192).
+            # Every step ends in row reductions across the program's warps (a barrier); fewer,
+            # fuller steps per SM, each with the next step's loads already in flight (PREFETCH),
+            # measured faster on the H200 than the other rows/warps/programs-per-SM mixes of a
+            # sweep, by the most at 1024 columns (the lab re-measured the rule).
+            rows = 8192 // block
+            warps, per_sm = max(8, block // 256), 1
         programs = max(1, min(triton.cdiv(m, rows), sms * per_sm))
         rows_per_program = triton.cdiv(triton.cdiv(m, programs), rows) * rows
         programs = triton.cdiv(m, rows_per_program)
