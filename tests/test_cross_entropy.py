@@ -220,6 +220,51 @@ def test_inplace_backward_overwrites_the_logits_with_their_gradient(impl: str, v
     torch.testing.assert_close(x.grad.double(), ref_grad, atol=1e-7, rtol=1e-5)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize(
+    "t",
+    [
+        1,  # one block: it is the last of its group and of the batch
+        128,  # exactly one group of 128 rows: no second level
+        129,  # a second group of one row
+        4097,  # 33 groups, the last one a single row
+        20000,  # 157 groups: the second level takes two steps of 128
+    ],
+)
+def test_cuda_forward_reduces_the_batch_in_the_kernel(
+    t: int, dtype: torch.dtype, reduction: str, smoothing: float
+) -> None:
+    """Without a gradient, cuda:1's forward pass with 'mean' or 'sum' is one launch whose last
+    blocks reduce the batch (cross_entropy.cu, reduce_batch). It must match the reference, the
+    per-row losses summed on the host, and itself bit for bit (deterministic: the same order of
+    additions whichever block finishes last), call after call (fresh counters each time)."""
+    logits, target = make_inputs(t, 96, dtype, "cuda", seed=t, ignore_frac=0.25)
+    kw = {"reduction": reduction, "label_smoothing": smoothing}
+    got = [cross_entropy(logits, target, impl="cuda:1", **kw) for _ in range(3)]
+    assert got[0].dtype == dtype and got[0].shape == ()
+    assert all(torch.equal(g, got[0]) for g in got[1:]), [float(g) for g in got]
+    want = reference(logits, target, **kw)
+    rtol = LOSS_RTOL[dtype]
+    torch.testing.assert_close(got[0].double(), want, rtol=rtol, atol=rtol)
+    rows = cross_entropy(logits, target, impl="cuda:1", reduction="none", label_smoothing=smoothing)
+    host = rows.float().sum() / ((target != -100).sum() if reduction == "mean" else 1)
+    torch.testing.assert_close(got[0].float(), host, rtol=rtol, atol=rtol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_cuda_forward_with_every_target_ignored(reduction: str) -> None:
+    """The in-kernel reduction follows torch: NaN for the mean (0 / 0), 0 for the sum."""
+    logits, _ = make_inputs(300, 64, torch.float32, "cuda")
+    target = torch.full((300,), -100, device="cuda")
+    got = cross_entropy(logits, target, reduction=reduction, impl="cuda:1")
+    want = F.cross_entropy(logits, target, reduction=reduction)
+    torch.testing.assert_close(got, want, equal_nan=True)
+
+
 def test_no_grad_forward_matches() -> None:
     logits, target = make_inputs(4, 32003, torch.float16, DEVICE, seed=9)
     with torch.no_grad():
@@ -520,7 +565,7 @@ def test_cuda_plan(t: int, v: int, dtype: torch.dtype, cc: tuple, kernel: str | 
         )
         name, sp = cuda_kernels.plan(t, v, dtype, cc, 232448, smooth=False, loss_only=True)
         suffix = kernel.rsplit("_", 1)[1]
-        assert name == f"cross_entropy_loss_kernel1_t128_{suffix}"  # one block per row
+        assert name == f"cross_entropy_loss_kernel1_t128_u4_{suffix}"  # one block per row
         assert (sp.cluster, sp.threads) == (1, 128)
 
 

@@ -113,11 +113,15 @@ def _n_valid(target: torch.Tensor, ignore_index: int) -> torch.Tensor:
     return (target != ignore_index).sum(dtype=torch.float32).reshape(1)
 
 
-def _reduce(loss_rows: torch.Tensor, n_valid: torch.Tensor, reduction: str, dtype: torch.dtype):
+def _reduce(
+    loss_rows: torch.Tensor, n_valid: torch.Tensor | None, reduction: str, dtype: torch.dtype
+) -> torch.Tensor:
+    """The batch's loss from per-row losses (n_valid: needed for the mean only)."""
     if reduction == "none":
         return loss_rows.to(dtype)
     total = loss_rows.sum()
     if reduction == "mean":
+        assert n_valid is not None
         total = total / n_valid[0]  # 0 / 0 = nan when every target is ignored, as in PyTorch
     return total.to(dtype)
 
@@ -189,22 +193,31 @@ class CrossEntropyFunction(torch.autograd.Function):
         t = logits.shape[0]
         loss_rows = torch.empty(t, dtype=torch.float32, device=logits.device)
         lse = torch.empty((t, 2), dtype=torch.float32, device=logits.device)
-        n_valid = _n_valid(target, ignore_index)
         kw = {"ignore_index": ignore_index, "label_smoothing": label_smoothing}
         ctx.reduction, ctx.kw, ctx.inplace = reduction, kw, inplace_backward
         ctx.dx = None
         fused = ctx.needs_input_grad[0] and reduction != "none"
         if fused:
+            n_valid = _n_valid(target, ignore_index)
             dx = logits if inplace_backward else torch.empty_like(logits)
             mean = n_valid if reduction == "mean" else None
             if t:
                 launch(logits, target, loss_rows, lse, dx=dx, n_valid=mean, **kw)
             ctx.dx = dx
-        else:
-            if t:
-                launch(logits, target, loss_rows, lse, **kw)
-            if ctx.needs_input_grad[0]:
-                ctx.save_for_backward(logits, target, lse)
+            return _reduce(loss_rows, n_valid, reduction, logits.dtype)
+        if t and reduction != "none" and impl == "cuda:1":
+            # The loss alone, reduced over the batch by the kernel's last block: one launch.
+            from . import cuda_kernels
+
+            total = torch.empty((), dtype=logits.dtype, device=logits.device)
+            mean_ = reduction == "mean"
+            if cuda_kernels.launch(logits, target, loss_rows, lse, total=total, mean=mean_, **kw):
+                return total
+        if t:
+            launch(logits, target, loss_rows, lse, **kw)
+        if ctx.needs_input_grad[0]:
+            ctx.save_for_backward(logits, target, lse)
+        n_valid = _n_valid(target, ignore_index) if reduction == "mean" else None
         return _reduce(loss_rows, n_valid, reduction, logits.dtype)
 
     @staticmethod

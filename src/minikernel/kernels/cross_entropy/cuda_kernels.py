@@ -21,6 +21,7 @@ CU_FILE = HERE / "cross_entropy.cu"
 SUFFIX = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 _INT32_MAX = 2**31 - 1
 LOSS_THREADS = 128  # the loss-only kernel's block (see cross_entropy.cu)
+LOSS_U = 4  # and how many 16-byte vectors each of its threads has in flight
 
 
 def plan(
@@ -44,7 +45,7 @@ def plan(
         if t > _INT32_MAX:
             return None
         sp = SlicePlan(1, max(1, v // vn), LOSS_THREADS)
-        return f"cross_entropy_loss_kernel1_t{LOSS_THREADS}{ls}_{SUFFIX[dtype]}", sp
+        return f"cross_entropy_loss_kernel1_t{LOSS_THREADS}_u{LOSS_U}{ls}_{SUFFIX[dtype]}", sp
     sp = plan_slices(max(1, v // vn), smem_optin, **knobs)
     if sp is None or t * sp.cluster > _INT32_MAX:
         return None
@@ -69,10 +70,14 @@ def launch(
     n_valid: torch.Tensor | None = None,
     ignore_index: int = -100,
     label_smoothing: float = 0.0,
+    total: torch.Tensor | None = None,
+    mean: bool = False,
     knobs: dict | None = None,
 ) -> bool:
     """Loss, (T, 2) row statistics and, when ``dx`` is given (it may be ``x``), the gradient
-    scaled by 1/``n_valid`` when given; without ``dx``, the loss-only kernel. False (nothing
+    scaled by 1/``n_valid`` when given; without ``dx``, the loss-only kernel, which with
+    ``total`` (a 0-dim tensor of x's dtype) also writes there the batch's sum of the losses,
+    or with ``mean`` their mean over the targets that are not ``ignore_index``. False (nothing
     launched) for a case it does not take."""
     from minikernel.kernels.softmax.cuda_kernels import device_facts
 
@@ -101,8 +106,15 @@ def launch(
     if p is None:
         return False
     name, sp = p
+    null = ctypes.c_void_p(0)
     tgt = target if target.dtype == torch.int64 else target.long()
     if loss_only:
+        mode = 0 if total is None else 2 if mean else 1
+        # The kernel's counters and per-group partial sums (cross_entropy.cu, reduce_batch),
+        # new for each call (one memset), so that calls on different streams never share them.
+        groups = -(-t // LOSS_THREADS)
+        tickets = torch.zeros(groups + 1, dtype=torch.int32, device=x.device) if mode else null
+        partial = torch.empty(2 * groups, dtype=torch.float32, device=x.device) if mode else null
         args_loss = (
             x,
             ctypes.c_int64(x.stride(0)),
@@ -112,11 +124,14 @@ def launch(
             ctypes.c_int64(v),
             ctypes.c_int64(ignore_index),
             ctypes.c_float(label_smoothing),
+            ctypes.c_int32(mode),
+            total if mode else null,
+            tickets,
+            partial,
         )
         with torch.cuda.device(index):
             _kernel(name, index)(t, sp.threads, args_loss, shared_mem=0)
         return True
-    null = ctypes.c_void_p(0)
     args = (
         x,
         ctypes.c_int64(x.stride(0)),
