@@ -354,6 +354,14 @@ SM80 = ck.DeviceFacts(cc=(8, 0), smem_optin=166912)
         (10, 131072, torch.bfloat16, "softmax_kernel10_t256_c4_bf16"),
         (10, 262144, torch.float32, "softmax_kernel10_t512_c8_f32"),  # 8 x 128 KB slices
         (10, 8 * 14464 * 4 + 4, torch.float32, "softmax_kernel8_f32"),  # past 8 full blocks
+        (11, 600, torch.bfloat16, "softmax_kernel11_v4_bf16"),  # a warp per row, as rung 7
+        (11, 1024, torch.float32, "softmax_kernel11_v8_f32"),
+        (11, 4096, torch.bfloat16, "softmax_kernel11_t128_bf16"),  # a block per row, as rung 6
+        (11, 4097, torch.bfloat16, "softmax_kernel11_t128_bf16"),  # 512 vectors + 1 edge
+        (11, 2048, torch.float32, "softmax_kernel11_t64_f32"),
+        (11, 8192, torch.bfloat16, "softmax_kernel11_t256_bf16"),  # 16 KB: still registers
+        (11, 8200, torch.bfloat16, "softmax_kernel10_t128_c1_bf16"),  # past 16 KB: rung 10's
+        (11, 131072, torch.bfloat16, "softmax_kernel10_t256_c4_bf16"),
     ],
 )
 def test_plan_picks_kernel(rung: int, n: int, dtype: torch.dtype, kernel: str) -> None:
@@ -369,6 +377,10 @@ def test_plan_grid_and_shared_memory() -> None:
     assert (p.grid, p.block, p.smem, p.per_block) == (100, 128, 16400, 1025)
     p = ck.plan(7, 10, 600, torch.float32, ck.H200)
     assert (p.grid, p.block, p.takes_m) == (3, 128, True)  # 4 rows per block
+    p = ck.plan(11, 10, 600, torch.float32, ck.H200)
+    assert (p.grid, p.block, p.takes_m) == (3, 128, True)  # rung 7's layout
+    p = ck.plan(11, 10, 4096, torch.float32, ck.H200)
+    assert (p.grid, p.block, p.takes_m) == (10, 128, True)  # rung 6's, with (x, y, M, N)
     p = ck.plan(4, 7, 1000, torch.float16, ck.H200)
     assert (p.grid, p.block, p.smem) == (7, 1024, 4000)  # fp32 copy of the row
     p = ck.plan(5, 7, 1000, torch.float16, ck.H200)
@@ -387,6 +399,10 @@ def test_plan_refuses_what_does_not_fit() -> None:
     # No clusters before sm_90: cuda:9 and cuda:10 fall back to the loop.
     assert ck.plan(9, 4, 131072, torch.float32, SM80).kernel == "softmax_kernel8_f32"
     assert ck.plan(10, 4, 131072, torch.float32, SM80).kernel == "softmax_kernel8_f32"
+    assert ck.plan(11, 4, 131072, torch.float32, SM80).kernel == "softmax_kernel8_f32"
+    assert ck.plan(11, 4, 4096, torch.float32, SM80).kernel == "softmax_kernel11_t128_f32"
+    # Past 16 KB, rung 10's path; before sm_90 that is rung 8's, registers while a block holds it
+    assert ck.plan(11, 4, 8192, torch.float32, SM80).kernel == "softmax_kernel6_t256_f32"
 
 
 def test_every_planned_kernel_exists() -> None:
@@ -433,7 +449,7 @@ def test_every_planned_kernel_exists() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("impl", ["cuda:5", "cuda:7", "cuda:9", "cuda:10"])
+@pytest.mark.parametrize("impl", ["cuda:5", "cuda:7", "cuda:9", "cuda:10", "cuda:11"])
 def test_misaligned_input_and_output(impl: str) -> None:
     """x and out at different addresses modulo 16: the vector rungs copy x to match out."""
     n = 781
@@ -448,8 +464,8 @@ def test_misaligned_input_and_output(impl: str) -> None:
 @pytest.mark.gpu
 def test_default_impl_on_gpu_is_a_fused_kernel() -> None:
     x = torch.zeros(4, 600, device="cuda")
-    assert default_impl(x) in ("triton:1", "cuda:10")
-    assert default_impl(torch.zeros(2, 262144, device="cuda")) in ("cuda:10", "triton:2")
+    assert default_impl(x) in ("triton:1", "cuda:11")
+    assert default_impl(torch.zeros(2, 262144, device="cuda")) in ("cuda:11", "triton:2")
     y = make_inputs(64, 1000, torch.bfloat16, "cuda").t()  # non-contiguous, dim 0
     torch.testing.assert_close(
         softmax(y, dim=0).float(), torch.softmax(y.float(), dim=0), atol=1e-12, rtol=8e-3

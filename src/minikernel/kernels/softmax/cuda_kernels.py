@@ -9,7 +9,8 @@ fit in shared memory, or in registers) with :class:`UnsupportedShape`. Rungs 7 t
 idea each where it applies and hand every other shape to the rung below:
 cuda:9 (cluster, long rows) -> cuda:8 (loop, rows of any length) -> cuda:7 (warp per row,
 short rows) -> cuda:6 (block per row, row in registers); cuda:10 (the row in shared memory,
-over a cluster when long) -> cuda:8 for rows past its clusters, cuda:7 for short rows.
+over a cluster when long) -> cuda:8 for rows past its clusters, cuda:7 for short rows;
+cuda:11 (rungs 7 and 6 with one exponential per element) -> cuda:10 for rows of 16 KB and more.
 """
 
 from __future__ import annotations
@@ -176,6 +177,29 @@ def plan10(
     return Plan(10, name, m * sp.cluster, sp.threads, smem=sp.smem, per_block=sp.per_block)
 
 
+def _plan11(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
+    """Kernel 11: rows of up to KERNEL10_MIN_SLICE bytes in registers with one exponential per
+    element, a warp per row up to 32 x 32 elements and a block per row above; longer rows go to
+    rung 10 (and where rung 10 cannot run them, to rung 8). At exactly 16 KB, where rung 10
+    stages the row and rung 7 keeps it in registers, this rung takes the registers, so that the
+    lab measures both ways there. Every kernel 11 takes (x, y, M, N)."""
+    vn = vector_width(dtype)
+    nvec = n // vn
+    if nvec * 16 > KERNEL10_MIN_SLICE:
+        return plan10(m, n, dtype, dev)
+    for vpt in (1, 2, 4, 8):
+        if vpt * vn > ELEMS_PER_THREAD:
+            break
+        if 32 * vpt >= nvec:
+            grid = -(-m // KERNEL7_ROWS_PER_BLOCK)
+            name = f"softmax_kernel11_v{vpt}_{SUFFIX[dtype]}"
+            return Plan(11, name, grid, 32 * KERNEL7_ROWS_PER_BLOCK, takes_m=True)
+    threads = 64  # 16 KB fill 128 threads (fp32) or 256 (16-bit) at 32 elements each
+    while threads * (ELEMS_PER_THREAD // vn) < nvec:
+        threads *= 2
+    return Plan(11, f"softmax_kernel11_t{threads}_{SUFFIX[dtype]}", m, threads, takes_m=True)
+
+
 _PLANNERS = {
     1: _plan1,
     2: functools.partial(_plan_smem, 2),
@@ -187,6 +211,7 @@ _PLANNERS = {
     8: _plan8,
     9: _plan9,
     10: plan10,
+    11: _plan11,
 }
 RUNGS = tuple(_PLANNERS)
 
@@ -201,7 +226,7 @@ def plan(rung: int, m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Pla
         raise _refuse(
             rung, "one block per row, and a grid has at most 2^31 - 1 blocks", m, n, dtype
         )
-    if rung in (5, 6, 7, 9, 10) and n > _INT32_MAX:
+    if rung in (5, 6, 7, 9, 10, 11) and n > _INT32_MAX:
         raise _refuse(rung, "it indexes a row with 32-bit integers", m, n, dtype)
     try:
         return _PLANNERS[rung](m, n, dtype, dev)

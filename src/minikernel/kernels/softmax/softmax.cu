@@ -18,6 +18,9 @@
 //   softmax_kernel10 the same split, but each block stages its slice in shared memory (~64 KB)
 //                    instead of registers, so three blocks share an SM; exp(x - m) is computed
 //                    once per element and kept there for the write; rows of 16 KB and more
+//   softmax_kernel11 rungs 7 and 6 with one exponential per element: p = exp(x - m_t) kept in
+//                    the registers in place of x and scaled once the row's (max, sum) is known;
+//                    rows of up to 16 KB (longer ones as kernel10)
 //
 // Byte model: read x once, write y once: 2 * M * N * sizeof(T) bytes. Softmax does ~5 flops per
 // element, so at any size that fills the GPU it is memory-bound and its speed limit is DRAM
@@ -40,6 +43,9 @@
 //                  kernel8 re-reads a part of each row from DRAM (~10 ms), kernel9 reads once (~8.5 ms)
 //   kernel10       written after kernel9 measured slower than kernel8 there (one 1024-thread block
 //                  per SM, idle at every barrier): three blocks per SM should bring it to ~8.5-9 ms
+//   kernel11       written after lab 02's profile of kernel6 at 32768 x 4096 bf16 (under 90% of
+//                  the ceiling, its warps more often ready than waiting on memory): half the
+//                  exponentials, ~131 us (~96%, triton:1's level); at B=512, V=600 no change
 //
 // Special rows follow torch.softmax: a row holding NaN or +inf, or made only of -inf, gives NaN
 // everywhere; -inf elements in an otherwise finite row give 0. Every dtype is loaded, converted
@@ -812,3 +818,114 @@ __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per
 MK_FOR_EACH_DTYPE(SOFTMAX10_SIZES)
 #endif  // __CUDA_ARCH__ >= 900
 // --8<-- [end:kernel10]
+
+// --8<-- [start:kernel11]
+// Rungs 6 and 7 hold the row in registers, and still compute each element's exponential twice:
+// once in chunk_ms for the sum, once in store_chunk for the output. The ncu excerpt of lab 02
+// shows rung 6 waiting for issue slots more than for memory, and an exponential is a MUFU
+// instruction, 16 per clock per SM, next to a DRAM share of ~4 bf16 elements per clock (rung 10's
+// comment): two per element take half of those clocks, one a quarter. Rung 11 keeps the first
+// one. Each thread overwrites its registers with p = exp(x - m_t), m_t its own maximum, while it
+// sums them; after the block (or warp) merge, which gives the row's (m, s), it writes
+// y = p * f with f = exp(m_t - m) / s: one exponential per element and one per thread. p stays in
+// fp32 (it is in registers), so the output is still rounded once. A thread that saw only -inf
+// has m_t = -inf and p = 0; its factor is 0 (not exp(-inf - m)), and a row of only -inf still
+// gets s = 0, f = 0 * inf = NaN, torch's answer. Two layouts, as in rungs 7 and 6: a warp per row
+// for rows up to 32 lanes x 32 elements, a block per row above; rows of 16 KB and more go to
+// rung 10, which already computes one exponential per element on rows that span a cluster.
+template <int VPT, int VN>
+__device__ __forceinline__ MaxSum chunk_ms_keep(float (&f)[VPT][VN], float e, float& e_p) {
+    float m = e;
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+#pragma unroll
+        for (int k = 0; k < VN; ++k) m = fmaxf(m, f[j][k]);
+    }
+    const float shift = safe_shift(m);
+    e_p = __expf(e - shift);
+    float s = e_p;
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+#pragma unroll
+        for (int k = 0; k < VN; ++k) {
+            f[j][k] = __expf(f[j][k] - shift);
+            s += f[j][k];
+        }
+    }
+    return {m, s};
+}
+
+template <typename T, int VPT, int STRIDE>
+__device__ __forceinline__ void store_scaled(const float (&p)[VPT][Vec<T>::N], T* yb, int nvec,
+                                             int tid, float f) {
+    constexpr int VN = Vec<T>::N;
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+        const int i = j * STRIDE + tid;
+        if (i < nvec) {
+            Vec<T> r;
+#pragma unroll
+            for (int k = 0; k < VN; ++k) r.v[k] = from_float<T>(p[j][k] * f);
+            store_vec(yb + static_cast<long long>(i) * VN, r);
+        }
+    }
+}
+
+// The row of one block (WARP_ROWS = false: THREADS threads, rung 6's layout) or of one warp
+// (WARP_ROWS = true: four rows per 128-thread block, rung 7's), VPT vectors per thread.
+template <typename T, int THREADS, int VPT, bool WARP_ROWS>
+__device__ __forceinline__ void softmax11(const T* x, T* y, long long M, long long N) {
+    constexpr int VN = Vec<T>::N;
+    constexpr int STRIDE = WARP_ROWS ? 32 : THREADS;
+    __shared__ float scratch[66];
+    const int tid = WARP_ROWS ? (threadIdx.x & 31) : threadIdx.x;
+    const long long row =
+        WARP_ROWS ? static_cast<long long>(blockIdx.x) * (THREADS / 32) + (threadIdx.x >> 5)
+                  : static_cast<long long>(blockIdx.x);
+    if (WARP_ROWS && row >= M) return;  // the whole warp together: its shuffles need 32 lanes
+    const T* xr = x + row * N;
+    T* yr = y + row * N;
+    const RowSplit sp = split_row(xr, N);
+    const int nvec = static_cast<int>(sp.nvec);
+    float f[VPT][VN];
+    load_chunk<T, VPT, STRIDE>(f, xr + sp.head, 0, nvec, tid);
+    const int n_edge = sp.head + sp.tail;  // < 16 <= 32
+    long long e_idx = 0;
+    float e = MK_NEG_INF;
+    if (tid < n_edge) {
+        e_idx = edge_index(sp, tid, VN);
+        e = to_float(xr[e_idx]);
+    }
+    float e_p;
+    const MaxSum mine = chunk_ms_keep(f, e, e_p);
+    const MaxSum t = WARP_ROWS ? warp_ms(mine) : block_ms(mine, scratch);
+    const float scale = (mine.m == MK_NEG_INF ? 0.f : __expf(mine.m - t.m)) / t.s;
+    store_scaled<T, VPT, STRIDE>(f, yr + sp.head, nvec, tid, scale);
+    if (tid < n_edge) yr[e_idx] = from_float<T>(e_p * scale);
+}
+
+// The scaled store keeps a few more values live than rung 6's: 53 registers for bf16 blocks of
+// 128 threads against rung 6's 48, nine blocks per SM instead of ten. Capping them at 48
+// (__launch_bounds__ with a minimum of ten blocks) spilled to local memory, so they are not.
+#define SOFTMAX11_BLOCK(SUFFIX, T, THREADS)                                                  \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                    \
+        softmax_kernel11_t##THREADS##_##SUFFIX(const T* x, T* y, long long M, long long N) { \
+        softmax11<T, THREADS, 32 / Vec<T>::N, false>(x, y, M, N);                            \
+    }
+#define SOFTMAX11_WARP(SUFFIX, T, VPT)                                                       \
+    extern "C" __global__ void __launch_bounds__(128)                                        \
+        softmax_kernel11_v##VPT##_##SUFFIX(const T* x, T* y, long long M, long long N) {     \
+        softmax11<T, 128, VPT, true>(x, y, M, N);                                            \
+    }
+// Rung 7's warp sizes, and the blocks that rows of up to 16 KB need at 32 elements per thread
+// (up to 128 threads for fp32, 256 for 16-bit dtypes); every kernel takes (x, y, M, N).
+SOFTMAX11_BLOCK(f32, float, 64) SOFTMAX11_BLOCK(f32, float, 128)
+SOFTMAX11_BLOCK(f16, mk_half, 64) SOFTMAX11_BLOCK(f16, mk_half, 128)
+SOFTMAX11_BLOCK(f16, mk_half, 256)
+SOFTMAX11_BLOCK(bf16, mk_bf16, 64) SOFTMAX11_BLOCK(bf16, mk_bf16, 128)
+SOFTMAX11_BLOCK(bf16, mk_bf16, 256)
+SOFTMAX11_WARP(f32, float, 1) SOFTMAX11_WARP(f32, float, 2) SOFTMAX11_WARP(f32, float, 4)
+SOFTMAX11_WARP(f32, float, 8)
+SOFTMAX11_WARP(f16, mk_half, 1) SOFTMAX11_WARP(f16, mk_half, 2) SOFTMAX11_WARP(f16, mk_half, 4)
+SOFTMAX11_WARP(bf16, mk_bf16, 1) SOFTMAX11_WARP(bf16, mk_bf16, 2) SOFTMAX11_WARP(bf16, mk_bf16, 4)
+// --8<-- [end:kernel11]
