@@ -57,6 +57,13 @@ template <typename T> __device__ __forceinline__ Vec<T> load_vec(const T* p) {
     return *reinterpret_cast<Vec<T>*>(&raw);
 }
 
+// Plain load: the default caching (L1 and L2, normal eviction priority). Softmax's rung 11 loads
+// with it: a probe on the H200 measured it faster than the .cs load there (softmax.cu says more).
+template <typename T> __device__ __forceinline__ Vec<T> load_vec_plain(const T* p) {
+    uint4 raw = *reinterpret_cast<const uint4*>(p);
+    return *reinterpret_cast<Vec<T>*>(&raw);
+}
+
 template <typename T> __device__ __forceinline__ void store_vec(T* p, const Vec<T>& x) {
     __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&x));
 }

@@ -390,7 +390,7 @@ MK_FOR_EACH_DTYPE(SOFTMAX5)
 // per thread); max and sum are then two cheap passes over registers with one exp per element,
 // and only the final (max, sum) pair crosses threads, in one block reduction. Rows up to
 // THREADS * 32 elements. Indices are 32-bit: the host sends rows shorter than 2^31 here.
-template <typename T, int VPT, int STRIDE>
+template <typename T, int VPT, int STRIDE, bool STREAM = true>
 __device__ __forceinline__ void load_chunk(float (&f)[VPT][Vec<T>::N], const T* xb, int first,
                                            int nvec, int tid) {
     constexpr int VN = Vec<T>::N;
@@ -398,7 +398,8 @@ __device__ __forceinline__ void load_chunk(float (&f)[VPT][Vec<T>::N], const T* 
     for (int j = 0; j < VPT; ++j) {
         const int i = first + j * STRIDE + tid;
         if (i < nvec) {
-            const Vec<T> r = load_vec(xb + static_cast<long long>(i) * VN);
+            const T* src = xb + static_cast<long long>(i) * VN;
+            const Vec<T> r = STREAM ? load_vec(src) : load_vec_plain(src);
 #pragma unroll
             for (int k = 0; k < VN; ++k) f[j][k] = to_float(r.v[k]);
         } else {
@@ -833,6 +834,14 @@ MK_FOR_EACH_DTYPE(SOFTMAX10_SIZES)
 // gets s = 0, f = 0 * inf = NaN, torch's answer. Two layouts, as in rungs 7 and 6: a warp per row
 // for rows up to 32 lanes x 32 elements, a block per row above; rows of 16 KB and more go to
 // rung 10, which already computes one exponential per element on rows that span a cluster.
+// Cache hints: rung 11 loads its row with plain loads (load_vec_plain) and keeps the streaming
+// .cs stores of the other rungs. A probe on the H200 (outside the lab) timed this kernel with
+// each of the four combinations of .cs and plain loads and stores, from 600 to 4097 columns in
+// bf16 and 600 to 4096 in fp32: plain loads with .cs stores was the fastest or level with the
+// fastest at every shape; .cs loads were slower wherever the two differed; plain stores were
+// far slower in fp32. Rung 6, the same loads without the one-exponential change, was slower
+// with plain loads and stores in a probe of the previous session, so the ladder keeps .cs there.
+// We have measured this, not explained it; lab 03 says why hints are measured kernel by kernel.
 template <int VPT, int VN>
 __device__ __forceinline__ MaxSum chunk_ms_keep(float (&f)[VPT][VN], float e, float& e_p) {
     float m = e;
@@ -888,7 +897,7 @@ __device__ __forceinline__ void softmax11(const T* x, T* y, long long M, long lo
     const RowSplit sp = split_row(xr, N);
     const int nvec = static_cast<int>(sp.nvec);
     float f[VPT][VN];
-    load_chunk<T, VPT, STRIDE>(f, xr + sp.head, 0, nvec, tid);
+    load_chunk<T, VPT, STRIDE, false>(f, xr + sp.head, 0, nvec, tid);  // plain loads (above)
     const int n_edge = sp.head + sp.tail;  // < 16 <= 32
     long long e_idx = 0;
     float e = MK_NEG_INF;
