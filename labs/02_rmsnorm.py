@@ -154,8 +154,9 @@ for dtype in (torch.bfloat16, torch.float32):
 # ## 3. Measure
 #
 # M = 32768 rows in bf16 and M = 16384 in fp32, N from 1024 to 131072. Forward: our tuned rungs
-# (Triton `triton:2`, CUDA C `cuda:2`) and the peers at every shape; the first rungs
-# (`triton:1`, `cuda:1`) at three row lengths, to show what the tuning buys. Backward: dx and
+# (Triton `triton:2`, CUDA C `cuda:2` and `cuda:3`) and the peers at every shape, `cuda:4` in
+# fp32 (in 16-bit it runs `cuda:3`'s kernels); the first rungs (`triton:1`, `cuda:1`) at three
+# row lengths, to show what the tuning buys. Backward: dx and
 # dweight from a graph built once; `triton:2` (Triton's backward) at every length, and
 # `cuda:3` (its backward is the persistent CUDA cluster kernel for rows longer than 16384
 # elements, Triton's below) where it differs. `torch.compile` is built anew for each shape it
@@ -168,8 +169,9 @@ for dtype in (torch.bfloat16, torch.float32):
 # ## 3. Medir
 #
 # M = 32768 filas en bf16 y M = 16384 en fp32, N de 1024 a 131072. Forward: nuestros peldaños
-# afinados (Triton `triton:2`, CUDA C `cuda:2`) y los pares en cada forma; los primeros
-# peldaños (`triton:1`, `cuda:1`) en tres longitudes de fila, para ver qué aporta el ajuste.
+# afinados (Triton `triton:2`, CUDA C `cuda:2` y `cuda:3`) y los pares en cada forma, y
+# `cuda:4` en fp32 (en 16 bits ejecuta los kernels de `cuda:3`); los primeros peldaños
+# (`triton:1`, `cuda:1`) en tres longitudes de fila, para ver qué aporta el ajuste.
 # Backward: dx y dweight desde un grafo construido una vez; `triton:2` (el backward de Triton)
 # en todas las longitudes, y `cuda:3` (cuyo backward es el kernel persistente de CUDA sobre
 # clusters para filas de más de 16384 elementos, y el de Triton por debajo) donde difiere.
@@ -193,6 +195,7 @@ SWEEP = [(torch.bfloat16, 32768), (torch.float32, 16384)]
 NS = [2**k for k in range(10, 18)]  # 1024 ... 131072
 FWD = [
     "triton:2",
+    "cuda:4",
     "cuda:3",
     "cuda:2",
     "triton:1",
@@ -215,6 +218,7 @@ ONLY_AT = {
     ("cuda:3", "bwd"): [32768, 65536, 131072],
 }
 ONLY_DTYPE = {
+    ("cuda:4", "fwd"): torch.float32,  # in 16-bit cuda:4 is cuda:3 (plan4)
     ("triton:1", "fwd"): torch.bfloat16,
     ("cuda:1", "fwd"): torch.bfloat16,
     ("torch:compile", "bwd"): torch.bfloat16,

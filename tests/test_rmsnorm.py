@@ -372,6 +372,71 @@ def test_cuda3_plan_and_kernels() -> None:
     assert planned == names, sorted(names - planned)  # none is unreachable
 
 
+# --- cuda:4 planning, on the CPU; its cluster shapes on the GPU ---------------------------------
+
+
+def test_cuda4_plan_and_kernels() -> None:
+    """Rung 4 holds at most 32 KB of a row per block (512 threads x 4 vectors), over clusters of
+    up to 16; 16-bit rows, longer rows and GPUs without clusters get None (rung 3 runs). Every
+    kernel it plans exists, and none is unreachable."""
+    from minikernel.cuda import compile_file
+    from minikernel.kernels.rmsnorm import CU_FILE, plan4
+
+    sp = plan4(16384, 131072, torch.float32, (9, 0))
+    assert (sp.cluster, sp.per_block, sp.threads) == (16, 2048, 512)  # sixteen 32 KB slices
+    sp = plan4(16384, 16384, torch.float32, (9, 0))
+    assert (sp.cluster, sp.per_block, sp.threads) == (2, 2048, 512)
+    sp = plan4(16384, 16388, torch.float32, (9, 0))  # one vector past two blocks: four
+    assert (sp.cluster, sp.per_block, sp.threads) == (4, 1025, 512)
+    sp = plan4(16384, 1024, torch.float32, (9, 0))
+    assert (sp.cluster, sp.per_block, sp.threads) == (1, 256, 128)  # fewer threads, one block
+    assert plan4(4, 131076, torch.float32, (9, 0)) is None  # past 16 x 32 KB
+    assert plan4(4, 65536, torch.bfloat16, (9, 0)) is None  # 16-bit: rung 3
+    assert plan4(4, 65536, torch.float32, (8, 0)) is None  # no clusters before sm_90
+    names = {n for n in compile_file(CU_FILE, "sm_90").kernel_names if "kernel4" in n}
+    planned = set()
+    for n in (4, 1024, 2048, 4096, 8192, 8196, 16388, 32768, 65536, 100000, 131072):
+        sp = plan4(4, n, torch.float32, (9, 0))
+        planned.add(f"rmsnorm_kernel4_t{sp.threads}_c{sp.cluster}_f32")
+    assert planned == names, (sorted(planned - names), sorted(names - planned))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "n",
+    [
+        8196,  # two blocks, the second one vector short
+        16388,  # four blocks, the last one 1022 vectors
+        65536,  # eight full blocks
+        131072,  # sixteen: the non-portable cluster size
+        131076,  # past sixteen slices: rung 3 runs (eight 64 KB slices)
+    ],
+)
+def test_cuda4_long_fp32_rows_on_gpu(n: int) -> None:
+    """Rung 4's clusters against the reference, through the checker (which also catches writes
+    outside y), with and without a weight, and its rstd (what the backward reads)."""
+    from minikernel.cuda import clusters_available
+
+    x, w = make_inputs(6, n, torch.float32, "cuda", seed=n)
+    if not clusters_available(x.device):
+        pytest.skip("rung 4 runs rung 3 (and its fallbacks) without clusters")
+    fn = VARIANTS["cuda:4"].fn
+    for weight in (w, None):
+        inputs = [x] if weight is None else [x, weight]
+        kernel = (
+            (lambda a, o: fn(a, None, o, EPS))
+            if weight is None
+            else (lambda a, b, o: fn(a, b, o, EPS))
+        )
+        run_checked(
+            kernel, inputs, reference(x, weight, EPS), tolerances=FWD_TOL, name="cuda:4"
+        ).raise_if_failed()
+    rstd = torch.full((6,), float("nan"), device="cuda")
+    fn(x, w, torch.empty_like(x), EPS, rstd)
+    want = torch.rsqrt(x.double().pow(2).mean(1) + EPS)
+    torch.testing.assert_close(rstd.double(), want, rtol=1e-5, atol=0)
+
+
 # --- the default implementation -----------------------------------------------------------------
 
 
@@ -387,14 +452,14 @@ def test_default_impl_off_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [1024, 4097, 131072])  # one block; kernel 1's fallback; a cluster
 def test_default_impl_on_the_gpu_runs_and_agrees(n: int) -> None:
-    """sm_90+ with the bindings: cuda:3 by default (and its fallbacks for unaligned rows); the
+    """sm_90+ with the bindings: cuda:4 by default (and its fallbacks for unaligned rows); the
     default call, forward and backward, matches the reference."""
     from minikernel.cuda import clusters_available
     from minikernel.kernels.rmsnorm import default_impl, reference, reference_grads, rms_norm
 
     x = torch.randn(3, n, device="cuda", dtype=torch.bfloat16)
     w = torch.rand(n, device="cuda", dtype=torch.bfloat16) + 0.5
-    expected = "cuda:3" if clusters_available(x.device) else "triton:2"
+    expected = "cuda:4" if clusters_available(x.device) else "triton:2"
     assert default_impl(x) == expected
     xg = x.clone().requires_grad_(True)
     y = rms_norm(xg, (n,), w, 1e-6)

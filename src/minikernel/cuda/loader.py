@@ -319,6 +319,7 @@ class Kernel:
         self._function = function
         self._max_dynamic_smem = 48 * 1024
         self._occupancy: dict[tuple[int, int, int], int] = {}
+        self._nonportable = False
 
     @property
     def usage(self) -> ResourceUsage | None:
@@ -338,6 +339,25 @@ class Kernel:
                 shared_mem,
             )
             self._max_dynamic_smem = shared_mem
+
+    def allow_cluster_size(self, cluster: int) -> None:
+        """Let a kernel compiled with ``__cluster_dims__(cluster)`` for a cluster of more than 8
+        blocks launch. Up to 8 blocks is the portable size every cluster GPU runs; sm_90 runs 16
+        too, but a kernel must opt in ("non-portable" size) before it launches, once. Raises
+        CudaLaunchError where the driver refuses."""
+        if cluster <= 8 or self._nonportable:
+            return
+        driver = self.module.driver
+        attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+        _call_in_context(
+            driver,
+            f"allowing {self.name} clusters of {cluster} blocks",
+            driver.cuFuncSetAttribute,
+            self._function,
+            attr,
+            1,
+        )
+        self._nonportable = True
 
     def max_active_clusters(self, block: int, shared_mem: int, cluster: int) -> int:
         """How many clusters of ``cluster`` blocks (the size compiled into the kernel with

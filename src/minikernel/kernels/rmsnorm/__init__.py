@@ -114,7 +114,9 @@ def _launch_cuda(
     vec = 16 // x.element_size()
     tensors = [t for t in (x, w, out) if t is not None]
     if rung >= 2 and (n % vec or any(t.data_ptr() % 16 for t in tensors)):
-        rung = 1  # kernels 2, 3 move 16-byte vectors: rows must be whole vectors, pointers aligned
+        rung = 1  # kernels 2-4 move 16-byte vectors: rows must be whole vectors, pointers aligned
+    if rung == 4:
+        return _launch_cuda4(x, w, out, eps, rstd)
     if rung == 3:
         return _launch_cuda3(x, w, out, eps, rstd)
     if rung == 2:  # about two 16-byte vectors per thread; kernel2 keeps up to four
@@ -192,6 +194,58 @@ def _launch_cuda3(
     return out
 
 
+KERNEL4_VECS = 4  # 16-byte vectors per thread in rmsnorm.cu's kernel 4 (its KERNEL4_VECS)
+KERNEL4_SLICE = 512 * KERNEL4_VECS  # vectors a block of 512 threads holds: 32 KB
+KERNEL4_CLUSTERS = (1, 2, 4, 8, 16)  # 16 is a "non-portable" cluster size, allowed on sm_90
+
+
+def plan4(m: int, n: int, dtype: torch.dtype, cc: tuple[int, int]) -> SlicePlan | None:
+    """Rung 4's blocks for an (m, n) input, or None where rung 3 runs instead: 16-bit rows
+    (their slice in registers needs twice the registers, see rmsnorm.cu), GPUs without
+    clusters, rows past 16 blocks of 32 KB. The smallest cluster whose blocks hold at most
+    KERNEL4_SLICE vectors each; 512 threads of KERNEL4_VECS vectors per block, fewer threads
+    (128 or 256) for a row that fits one block."""
+    if cc < (9, 0) or dtype != torch.float32:
+        return None
+    nvec = max(1, n // 4)
+    for cluster in KERNEL4_CLUSTERS:
+        per_block = -(-nvec // cluster)
+        if per_block <= KERNEL4_SLICE:
+            break
+    else:
+        return None
+    if m * cluster > 2**31 - 1:
+        return None
+    threads = 512
+    if cluster == 1:
+        threads = next(t for t in THREADS if t * KERNEL4_VECS >= per_block)
+    return SlicePlan(cluster, per_block, threads)
+
+
+def _launch_cuda4(
+    x: torch.Tensor,
+    w: torch.Tensor | None,
+    out: torch.Tensor,
+    eps: float,
+    rstd: torch.Tensor | None,
+) -> torch.Tensor:
+    from minikernel.cuda import get_kernel
+    from minikernel.kernels.softmax.cuda_kernels import device_facts
+
+    m, n = x.shape
+    facts = device_facts(x.device.index if x.device.index is not None else 0)
+    sp = plan4(m, n, x.dtype, facts.cc)
+    if sp is None:
+        return _launch_cuda3(x, w, out, eps, rstd)
+    kernel = get_kernel(CU_FILE, f"rmsnorm_kernel4_t{sp.threads}_c{sp.cluster}_f32")
+    kernel.allow_cluster_size(sp.cluster)
+    null = ctypes.c_void_p(0)
+    args = (x, w if w is not None else null, out, rstd if rstd is not None else null)
+    extra = (ctypes.c_int64(n), ctypes.c_float(eps), ctypes.c_int32(sp.per_block))
+    kernel(m * sp.cluster, sp.threads, (*args, *extra))
+    return out
+
+
 def _launch_triton(
     rung: int,
     x: torch.Tensor,
@@ -238,6 +292,13 @@ VARIANTS: dict[str, Variant] = {
         lambda x, w, o, eps=1e-6, rstd=None: _launch_cuda(3, x, w, o, eps, rstd),
         _CUDA_SOURCES,
         "the row staged in shared memory, over a thread-block cluster when long",
+    ),
+    "cuda:4": Variant(
+        OP,
+        "cuda:4",
+        lambda x, w, o, eps=1e-6, rstd=None: _launch_cuda(4, x, w, o, eps, rstd),
+        _CUDA_SOURCES,
+        "fp32: each block's slice in registers (plain loads), clusters of up to 16; 16-bit: rung 3",
     ),
     "triton:1": Variant(
         OP,
@@ -362,10 +423,10 @@ def _backward(
     impl: str = "triton:2",
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(dx, dweight) for contiguous 2-D ``x`` and ``dy``: the CUDA backward after the CUDA
-    forward rung 3 where it applies, Triton's otherwise."""
+    forward rungs 3 and 4 where it applies, Triton's otherwise."""
     from .triton_kernels import launch_backward
 
-    if impl == "cuda:3" and dy.is_cuda:
+    if impl in ("cuda:3", "cuda:4") and dy.is_cuda:
         got = _backward_cuda(dy, x, w, rstd, need_dw=need_dw)
         if got is not None:
             return got
@@ -383,16 +444,17 @@ def rmsnorm_backward(
 
 
 def default_impl(t: torch.Tensor) -> str:
-    """What :func:`rms_norm` runs when no impl is named: the shared-memory / cluster rung
-    ``cuda:3`` on sm_90+ GPUs with NVIDIA's Python bindings (the fastest of ours at most forward
-    shapes of the H200 lab, and by far at rows of 65536 and more, which the Triton kernels read
-    twice; it falls back to rungs 2 and 1 for rows it cannot vectorise), ``triton:2`` on other
-    GPUs and under Triton's interpreter, PyTorch otherwise. After ``cuda:3`` the backward is
-    the CUDA kernel for rows longer than 16384 elements (plan_bwd), Triton's below."""
+    """What :func:`rms_norm` runs when no impl is named: the cluster rung ``cuda:4`` on sm_90+
+    GPUs with NVIDIA's Python bindings (fp32 slices in registers, rung 3's shared-memory
+    slices for 16-bit rows: the fastest of ours at most forward shapes of the H200 lab, and by
+    far at rows of 65536 and more, which the Triton kernels read twice; it falls back to rungs
+    2 and 1 for rows it cannot vectorise), ``triton:2`` on other GPUs and under Triton's
+    interpreter, PyTorch otherwise. After ``cuda:3`` or ``cuda:4`` the backward is the CUDA
+    kernel for rows longer than 16384 elements (plan_bwd), Triton's below."""
     if t.is_cuda:
         from minikernel.cuda import clusters_available
 
-        return "cuda:3" if clusters_available(t.device) else "triton:2"
+        return "cuda:4" if clusters_available(t.device) else "triton:2"
     if os.environ.get("TRITON_INTERPRET") == "1":
         return "triton:2"
     return "torch"
@@ -405,7 +467,7 @@ def default_impl(t: torch.Tensor) -> str:
 
 class RMSNormFunction(torch.autograd.Function):
     """Forward with one of ``VARIANTS``; backward with the Triton kernels, or after ``cuda:3``
-    with the CUDA backward where it applies (see _backward).
+    or ``cuda:4`` with the CUDA backward where it applies (see _backward).
 
     ``apply(x, weight, eps, impl)``: ``x`` contiguous, RMS over its last dimension;
     ``weight`` of that size or None. Saves x, the weight and one fp32 rstd per row.

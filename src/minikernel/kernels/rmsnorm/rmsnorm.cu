@@ -8,6 +8,8 @@
 //                    vectorised passes
 //   rmsnorm_kernel3  the row staged in shared memory, split over a thread-block cluster when it
 //                    is long (sm_90+): one read of x at every length, three blocks per SM
+//   rmsnorm_kernel4  fp32: each block's slice of the row (up to 32 KB) held in registers, loaded
+//                    with plain 16-byte loads, over clusters of up to 16 blocks (sm_90+)
 //
 // Byte model: read x, write y (2 * M * N * sizeof(T)) plus the weight once (N * sizeof(W)).
 // Every dtype computes in fp32 and rounds once on the store. The weight is either the input's
@@ -272,8 +274,103 @@ __device__ __forceinline__ void rmsnorm3(const T* x, const W* w, T* y, float* rs
     RMSNORM3_WEIGHT(SUFFIX, T, T, )                                                            \
     RMSNORM3_WEIGHT(SUFFIX, T, float, _wf32)
 MK_FOR_EACH_DTYPE(RMSNORM3)
-#endif  // __CUDA_ARCH__ >= 900
 // --8<-- [end:kernel3]
+
+// --8<-- [start:kernel4]
+// Kernel 3 copies its slice into shared memory with cp.async, waits for all of it, and reads
+// it back twice. Kernel 4 keeps the slice in registers: 512 threads x 4 vectors = 32 KB per
+// block, the four 16-byte loads of a thread issued back to back (plain loads, the default
+// caching) before the first is used, so a block has its whole slice in flight at once, as
+// kernel 3 has. With 32 registers per thread four such blocks share an SM: 128 KB in flight
+// per SM, against kernel 3's six blocks that each stage their 32 KB through shared memory.
+// Side probes on the H200, fp32 rows of 128 and 256 KB: kernel 3 with its cluster exchange
+// taken out (a wrong result, timed only) ran about 7% faster, so each block waiting for the
+// slowest of its cluster costs that much; kernel 4 keeps the exchange and ran faster still.
+// We have measured that, not explained it. Rows up to 16 blocks x 32 KB (131072 fp32 values): a
+// cluster of 16 is "non-portable", allowed on sm_90 once the kernel opts in (the host does).
+// fp32 only: a 16-bit slice of the same bytes holds twice the elements, which converted to
+// fp32 need about 50 registers per thread; then only two blocks fit on an SM, and the probe
+// measured that slower than kernel 3, which the host runs for 16-bit rows instead.
+// Needs n % 4 == 0 and 16-byte aligned x, y, w, like kernels 2 and 3.
+constexpr int KERNEL4_VECS = 4;  // 16-byte vectors per thread (16 registers of data)
+
+template <int THREADS, int CLUSTER>
+__device__ __forceinline__ void rmsnorm4(const float* x, const float* w, float* y,
+                                         float* rstd_out, long long n, float eps,
+                                         int per_block) {
+    constexpr int V = 4;
+    constexpr int K = KERNEL4_VECS;
+    __shared__ float scratch[32];
+    __shared__ ClusterExchange<1, THREADS / 32, CLUSTER> xch;
+    const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
+    if (CLUSTER > 1) exchange_open(xch);  // before the loads: the barrier's wait comes later
+    const long long row = blockIdx.x / CLUSTER;
+    const Slice s = slice_of(static_cast<int>(n / V), per_block, rank);
+    const float* xr = x + row * n + static_cast<long long>(s.first) * V;
+    float* yr = y + row * n + static_cast<long long>(s.first) * V;
+    const float* wr = w ? w + static_cast<long long>(s.first) * V : nullptr;
+    const int tid = threadIdx.x;
+    Vec<float> xv[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {  // all K loads in flight before any is used
+        const int i = tid + k * THREADS;
+        if (i < s.count) xv[k] = load_vec_plain(xr + static_cast<long long>(i) * V);
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int i = tid + k * THREADS;
+        if (i < s.count) {
+#pragma unroll
+            for (int e = 0; e < V; ++e) ss += xv[k].v[e] * xv[k].v[e];
+        }
+    }
+    float total;
+    if (CLUSTER > 1) {  // each warp's sum goes to every block of the cluster (cluster.cuh)
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, offset);
+        exchange_push(xch, {ss});
+        float acc[1] = {0.0f};
+        exchange_fold(xch, acc, [](float (&a)[1], const float (&b)[1]) { a[0] += b[0]; });
+        total = acc[0];
+    } else {
+        total = block_sum(ss, scratch);
+    }
+    const float rstd = rsqrtf(total / static_cast<float>(n) + eps);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int i = tid + k * THREADS;
+        if (i < s.count) {
+            float wf[V];
+            load_weights(wr, static_cast<long long>(i) * V, wf);
+            Vec<float> out;
+#pragma unroll
+            for (int e = 0; e < V; ++e) out.v[e] = xv[k].v[e] * rstd * wf[e];
+            store_vec(yr + static_cast<long long>(i) * V, out);
+        }
+    }
+    if (rstd_out && rank == 0 && threadIdx.x == 0) rstd_out[row] = rstd;
+}
+
+#define RMSNORM4_ENTRY(THREADS, CLUSTER)                                                       \
+    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)                                 \
+        __launch_bounds__(THREADS, 2048 / THREADS) /* 32 registers: a full SM (2048 threads) */ \
+        rmsnorm_kernel4_t##THREADS##_c##CLUSTER##_f32(const float* x, const float* w, float* y, \
+                                                      float* rstd, long long n, float eps,     \
+                                                      int per_block) {                         \
+        rmsnorm4<THREADS, CLUSTER>(x, w, y, rstd, n, eps, per_block);                          \
+    }
+// What plan4 launches: a row of up to 32 KB in one block of 128, 256 or 512 threads; longer
+// rows over clusters of 2 to 16 blocks of 512 threads.
+RMSNORM4_ENTRY(128, 1)
+RMSNORM4_ENTRY(256, 1)
+RMSNORM4_ENTRY(512, 1)
+RMSNORM4_ENTRY(512, 2)
+RMSNORM4_ENTRY(512, 4)
+RMSNORM4_ENTRY(512, 8)
+RMSNORM4_ENTRY(512, 16)
+// --8<-- [end:kernel4]
+#endif  // __CUDA_ARCH__ >= 900
 
 // --8<-- [start:backward]
 // The backward pass. With xhat = x * rstd and g = dy * w:
