@@ -377,8 +377,8 @@ def test_cuda3_plan_and_kernels() -> None:
 
 def test_cuda4_plan_and_kernels() -> None:
     """Rung 4 holds at most 32 KB of a row per block (512 threads x 4 vectors), over clusters of
-    up to 16; 16-bit rows, longer rows and GPUs without clusters get None (rung 3 runs). Every
-    kernel it plans exists, and none is unreachable."""
+    2 to 16; 16-bit rows, rows that fit one block, longer rows and GPUs without clusters get
+    None (rung 3 runs). Every kernel it plans exists, and none is unreachable."""
     from minikernel.cuda import compile_file
     from minikernel.kernels.rmsnorm import CU_FILE, plan4
 
@@ -388,14 +388,13 @@ def test_cuda4_plan_and_kernels() -> None:
     assert (sp.cluster, sp.per_block, sp.threads) == (2, 2048, 512)
     sp = plan4(16384, 16388, torch.float32, (9, 0))  # one vector past two blocks: four
     assert (sp.cluster, sp.per_block, sp.threads) == (4, 1025, 512)
-    sp = plan4(16384, 1024, torch.float32, (9, 0))
-    assert (sp.cluster, sp.per_block, sp.threads) == (1, 256, 128)  # fewer threads, one block
+    assert plan4(16384, 8192, torch.float32, (9, 0)) is None  # one block's 32 KB: rung 3
     assert plan4(4, 131076, torch.float32, (9, 0)) is None  # past 16 x 32 KB
     assert plan4(4, 65536, torch.bfloat16, (9, 0)) is None  # 16-bit: rung 3
     assert plan4(4, 65536, torch.float32, (8, 0)) is None  # no clusters before sm_90
     names = {n for n in compile_file(CU_FILE, "sm_90").kernel_names if "kernel4" in n}
     planned = set()
-    for n in (4, 1024, 2048, 4096, 8192, 8196, 16388, 32768, 65536, 100000, 131072):
+    for n in (8196, 16388, 32768, 65536, 100000, 131072):
         sp = plan4(4, n, torch.float32, (9, 0))
         planned.add(f"rmsnorm_kernel4_t{sp.threads}_c{sp.cluster}_f32")
     assert planned == names, (sorted(planned - names), sorted(names - planned))

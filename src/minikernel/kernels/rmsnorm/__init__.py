@@ -196,18 +196,20 @@ def _launch_cuda3(
 
 KERNEL4_VECS = 4  # 16-byte vectors per thread in rmsnorm.cu's kernel 4 (its KERNEL4_VECS)
 KERNEL4_SLICE = 512 * KERNEL4_VECS  # vectors a block of 512 threads holds: 32 KB
-KERNEL4_CLUSTERS = (1, 2, 4, 8, 16)  # 16 is a "non-portable" cluster size, allowed on sm_90
+KERNEL4_CLUSTERS = (2, 4, 8, 16)  # 16 is a "non-portable" cluster size, allowed on sm_90
 
 
 def plan4(m: int, n: int, dtype: torch.dtype, cc: tuple[int, int]) -> SlicePlan | None:
-    """Rung 4's blocks for an (m, n) input, or None where rung 3 runs instead: 16-bit rows
-    (their slice in registers needs twice the registers, see rmsnorm.cu), GPUs without
-    clusters, rows past 16 blocks of 32 KB. The smallest cluster whose blocks hold at most
-    KERNEL4_SLICE vectors each; 512 threads of KERNEL4_VECS vectors per block, fewer threads
-    (128 or 256) for a row that fits one block."""
+    """Rung 4's cluster for an (m, n) input, or None where rung 3 runs instead: 16-bit rows
+    (their slice in registers needs twice the registers, see rmsnorm.cu), rows that fit one
+    block (up to 32 KB: a side probe on the H200 measured kernel 4 level with kernel 3 there,
+    and slower at 1024 columns), rows past 16 blocks, GPUs without clusters. The smallest
+    cluster whose blocks hold at most KERNEL4_SLICE vectors each, 512 threads per block."""
     if cc < (9, 0) or dtype != torch.float32:
         return None
     nvec = max(1, n // 4)
+    if nvec <= KERNEL4_SLICE:
+        return None
     for cluster in KERNEL4_CLUSTERS:
         per_block = -(-nvec // cluster)
         if per_block <= KERNEL4_SLICE:
@@ -216,10 +218,7 @@ def plan4(m: int, n: int, dtype: torch.dtype, cc: tuple[int, int]) -> SlicePlan 
         return None
     if m * cluster > 2**31 - 1:
         return None
-    threads = 512
-    if cluster == 1:
-        threads = next(t for t in THREADS if t * KERNEL4_VECS >= per_block)
-    return SlicePlan(cluster, per_block, threads)
+    return SlicePlan(cluster, per_block, 512)
 
 
 def _launch_cuda4(
@@ -298,7 +297,7 @@ VARIANTS: dict[str, Variant] = {
         "cuda:4",
         lambda x, w, o, eps=1e-6, rstd=None: _launch_cuda(4, x, w, o, eps, rstd),
         _CUDA_SOURCES,
-        "fp32: each block's slice in registers (plain loads), clusters of up to 16; 16-bit: rung 3",
+        "fp32 rows past 32 KB: each block's slice in registers, clusters of up to 16; else rung 3",
     ),
     "triton:1": Variant(
         OP,

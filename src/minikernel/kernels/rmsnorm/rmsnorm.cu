@@ -8,8 +8,8 @@
 //                    vectorised passes
 //   rmsnorm_kernel3  the row staged in shared memory, split over a thread-block cluster when it
 //                    is long (sm_90+): one read of x at every length, three blocks per SM
-//   rmsnorm_kernel4  fp32: each block's slice of the row (up to 32 KB) held in registers, loaded
-//                    with plain 16-byte loads, over clusters of up to 16 blocks (sm_90+)
+//   rmsnorm_kernel4  fp32 rows past 32 KB: each block's slice of the row (up to 32 KB) held in
+//                    registers, loaded with plain 16-byte loads, clusters of 2-16 blocks (sm_90+)
 //
 // Byte model: read x, write y (2 * M * N * sizeof(T)) plus the weight once (N * sizeof(W)).
 // Every dtype computes in fp32 and rounds once on the store. The weight is either the input's
@@ -360,11 +360,8 @@ __device__ __forceinline__ void rmsnorm4(const float* x, const float* w, float* 
                                                       int per_block) {                         \
         rmsnorm4<THREADS, CLUSTER>(x, w, y, rstd, n, eps, per_block);                          \
     }
-// What plan4 launches: a row of up to 32 KB in one block of 128, 256 or 512 threads; longer
-// rows over clusters of 2 to 16 blocks of 512 threads.
-RMSNORM4_ENTRY(128, 1)
-RMSNORM4_ENTRY(256, 1)
-RMSNORM4_ENTRY(512, 1)
+// What plan4 launches: rows past 32 KB over clusters of 2 to 16 blocks of 512 threads (a row
+// that fits one block runs kernel 3: level with kernel 4 there in the probe, or faster).
 RMSNORM4_ENTRY(512, 2)
 RMSNORM4_ENTRY(512, 4)
 RMSNORM4_ENTRY(512, 8)
