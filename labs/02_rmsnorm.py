@@ -154,8 +154,8 @@ for dtype in (torch.bfloat16, torch.float32):
 # ## 3. Measure
 #
 # M = 32768 rows in bf16 and M = 16384 in fp32, N from 1024 to 131072. Forward: our tuned rungs
-# (Triton `triton:2`, CUDA C `cuda:2` and `cuda:3`) and the peers at every shape, `cuda:4` on
-# fp32 rows past 32 KB (elsewhere it runs `cuda:3`'s kernels); the first rungs (`triton:1`,
+# (Triton `triton:2`, CUDA C `cuda:2` and `cuda:3`) and the peers at every shape, `cuda:4` from
+# 16384 columns (on rows of up to 32 KB it runs `cuda:3`'s kernels); the first rungs (`triton:1`,
 # `cuda:1`) at three row lengths, to show what the tuning buys. Backward: dx and dweight from a
 # graph built once; `triton:2` (Triton's backward) at every length, and
 # `cuda:3` (its backward is the persistent CUDA cluster kernel for rows longer than 16384
@@ -170,7 +170,7 @@ for dtype in (torch.bfloat16, torch.float32):
 #
 # M = 32768 filas en bf16 y M = 16384 en fp32, N de 1024 a 131072. Forward: nuestros peldaños
 # afinados (Triton `triton:2`, CUDA C `cuda:2` y `cuda:3`) y los pares en cada forma, y
-# `cuda:4` en filas fp32 de más de 32 KB (en el resto ejecuta los kernels de `cuda:3`); los
+# `cuda:4` desde 16384 columnas (en filas de hasta 32 KB ejecuta los kernels de `cuda:3`); los
 # primeros peldaños (`triton:1`, `cuda:1`) en tres longitudes de fila, para ver qué aporta el
 # ajuste.
 # Backward: dx y dweight desde un grafo construido una vez; `triton:2` (el backward de Triton)
@@ -213,7 +213,7 @@ BWD = ["triton:2", "cuda:3", "torch:eager", "torch:compile", "liger"]
 ONLY_AT = {
     ("triton:1", "fwd"): [1024, 8192, 65536],
     ("cuda:1", "fwd"): [1024, 8192, 65536],
-    # cuda:4 is cuda:3 for rows of up to 32 KB (8192 fp32 values; plan4)
+    # cuda:4 is cuda:3 for rows of up to 32 KB (plan4): 8192 fp32 or 16384 bf16 values
     ("cuda:4", "fwd"): [16384, 32768, 65536, 131072],
     ("torch:compile", "fwd"): [4096, 16384, 131072],
     ("torch:compile", "bwd"): [4096, 131072],
@@ -221,7 +221,6 @@ ONLY_AT = {
     ("cuda:3", "bwd"): [32768, 65536, 131072],
 }
 ONLY_DTYPE = {
-    ("cuda:4", "fwd"): torch.float32,  # in 16-bit cuda:4 is cuda:3 (plan4)
     ("triton:1", "fwd"): torch.bfloat16,
     ("cuda:1", "fwd"): torch.bfloat16,
     ("torch:compile", "bwd"): torch.bfloat16,

@@ -377,50 +377,62 @@ def test_cuda3_plan_and_kernels() -> None:
 
 def test_cuda4_plan_and_kernels() -> None:
     """Rung 4 holds at most 32 KB of a row per block (512 threads x 4 vectors), over clusters of
-    2 to 16; 16-bit rows, rows that fit one block, longer rows and GPUs without clusters get
-    None (rung 3 runs). Every kernel it plans exists, and none is unreachable."""
+    2 to 16; rows that fit one block, longer rows and GPUs without clusters get None (rung 3
+    runs). Every kernel it plans exists, and none is unreachable."""
     from minikernel.cuda import compile_file
     from minikernel.kernels.rmsnorm import CU_FILE, plan4
 
     sp = plan4(16384, 131072, torch.float32, (9, 0))
     assert (sp.cluster, sp.per_block, sp.threads) == (16, 2048, 512)  # sixteen 32 KB slices
+    sp = plan4(32768, 131072, torch.bfloat16, (9, 0))
+    assert (sp.cluster, sp.per_block, sp.threads) == (8, 2048, 512)  # eight in 16-bit
     sp = plan4(16384, 16384, torch.float32, (9, 0))
-    assert (sp.cluster, sp.per_block, sp.threads) == (2, 2048, 512)
+    assert (sp.cluster, sp.per_block) == (2, 2048)
     sp = plan4(16384, 16388, torch.float32, (9, 0))  # one vector past two blocks: four
-    assert (sp.cluster, sp.per_block, sp.threads) == (4, 1025, 512)
+    assert (sp.cluster, sp.per_block) == (4, 1025)
     assert plan4(16384, 8192, torch.float32, (9, 0)) is None  # one block's 32 KB: rung 3
+    assert plan4(16384, 16384, torch.bfloat16, (9, 0)) is None  # the same 32 KB in 16-bit
     assert plan4(4, 131076, torch.float32, (9, 0)) is None  # past 16 x 32 KB
-    assert plan4(4, 65536, torch.bfloat16, (9, 0)) is None  # 16-bit: rung 3
+    assert plan4(4, 262152, torch.float16, (9, 0)) is None
     assert plan4(4, 65536, torch.float32, (8, 0)) is None  # no clusters before sm_90
     names = {n for n in compile_file(CU_FILE, "sm_90").kernel_names if "kernel4" in n}
     planned = set()
-    for n in (8196, 16388, 32768, 65536, 100000, 131072):
-        sp = plan4(4, n, torch.float32, (9, 0))
-        planned.add(f"rmsnorm_kernel4_t{sp.threads}_c{sp.cluster}_f32")
+    for dtype, suffix in ((torch.float32, "f32"), (torch.float16, "f16"), (torch.bfloat16, "bf16")):
+        for n in (16384, 16392, 32776, 65536, 100000, 131072, 262144):
+            sp = plan4(4, n, dtype, (9, 0))
+            if sp is not None:
+                for w in ("", "_wf32"):
+                    planned.add(f"rmsnorm_kernel4_c{sp.cluster}_{suffix}{w}")
     assert planned == names, (sorted(planned - names), sorted(names - planned))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    "n",
+    ("dtype", "n"),
     [
-        8196,  # two blocks, the second one vector short
-        16388,  # four blocks, the last one 1022 vectors
-        65536,  # eight full blocks
-        131072,  # sixteen: the non-portable cluster size
-        131076,  # past sixteen slices: rung 3 runs (eight 64 KB slices)
+        (torch.float32, 8196),  # two blocks, the second one vector short
+        (torch.float32, 16388),  # four blocks, the last one 1022 vectors
+        (torch.float32, 65536),  # eight full blocks
+        (torch.float32, 131072),  # sixteen: the non-portable cluster size
+        (torch.float32, 131076),  # past sixteen slices: rung 3 runs (eight 64 KB slices)
+        (torch.bfloat16, 16392),  # 16-bit: two blocks, the second one vector short
+        (torch.bfloat16, 65536),  # four full blocks
+        (torch.float16, 262144),  # sixteen
+        (torch.bfloat16, 262152),  # past sixteen: rung 3
     ],
+    ids=lambda v: str(v).removeprefix("torch."),
 )
-def test_cuda4_long_fp32_rows_on_gpu(n: int) -> None:
+def test_cuda4_long_rows_on_gpu(dtype: torch.dtype, n: int) -> None:
     """Rung 4's clusters against the reference, through the checker (which also catches writes
-    outside y), with and without a weight, and its rstd (what the backward reads)."""
+    outside y), with each kind of weight, and its rstd (what the backward reads)."""
     from minikernel.cuda import clusters_available
 
-    x, w = make_inputs(6, n, torch.float32, "cuda", seed=n)
+    x, w = make_inputs(6, n, dtype, "cuda", seed=n)
     if not clusters_available(x.device):
         pytest.skip("rung 4 runs rung 3 (and its fallbacks) without clusters")
     fn = VARIANTS["cuda:4"].fn
-    for weight in (w, None):
+    for wkind in _weights(dtype):
+        weight = _pick_weight(w, dtype, wkind)
         inputs = [x] if weight is None else [x, weight]
         kernel = (
             (lambda a, o: fn(a, None, o, EPS))

@@ -200,14 +200,13 @@ KERNEL4_CLUSTERS = (2, 4, 8, 16)  # 16 is a "non-portable" cluster size, allowed
 
 
 def plan4(m: int, n: int, dtype: torch.dtype, cc: tuple[int, int]) -> SlicePlan | None:
-    """Rung 4's cluster for an (m, n) input, or None where rung 3 runs instead: 16-bit rows
-    (their slice in registers needs twice the registers, see rmsnorm.cu), rows that fit one
-    block (up to 32 KB: a side probe on the H200 measured kernel 4 level with kernel 3 there,
-    and slower at 1024 columns), rows past 16 blocks, GPUs without clusters. The smallest
-    cluster whose blocks hold at most KERNEL4_SLICE vectors each, 512 threads per block."""
-    if cc < (9, 0) or dtype != torch.float32:
+    """Rung 4's cluster for an (m, n) input, or None where rung 3 runs instead: rows that fit
+    one block (up to 32 KB: a side probe on the H200 measured kernel 4 level with kernel 3
+    there, and slower at 1024 fp32 columns), rows past 16 blocks, GPUs without clusters. The
+    smallest cluster whose blocks hold at most KERNEL4_SLICE vectors each, 512 threads each."""
+    if cc < (9, 0):
         return None
-    nvec = max(1, n // 4)
+    nvec = max(1, n // (16 // _size(dtype)))
     if nvec <= KERNEL4_SLICE:
         return None
     for cluster in KERNEL4_CLUSTERS:
@@ -236,7 +235,8 @@ def _launch_cuda4(
     sp = plan4(m, n, x.dtype, facts.cc)
     if sp is None:
         return _launch_cuda3(x, w, out, eps, rstd)
-    kernel = get_kernel(CU_FILE, f"rmsnorm_kernel4_t{sp.threads}_c{sp.cluster}_f32")
+    wf32 = "_wf32" if w is not None and w.dtype == torch.float32 else ""
+    kernel = get_kernel(CU_FILE, f"rmsnorm_kernel4_c{sp.cluster}_{_SUFFIX[x.dtype]}{wf32}")
     kernel.allow_cluster_size(sp.cluster)
     null = ctypes.c_void_p(0)
     args = (x, w if w is not None else null, out, rstd if rstd is not None else null)
@@ -297,7 +297,7 @@ VARIANTS: dict[str, Variant] = {
         "cuda:4",
         lambda x, w, o, eps=1e-6, rstd=None: _launch_cuda(4, x, w, o, eps, rstd),
         _CUDA_SOURCES,
-        "fp32 rows past 32 KB: each block's slice in registers, clusters of up to 16; else rung 3",
+        "rows past 32 KB: each block's slice in registers, clusters of up to 16; else rung 3",
     ),
     "triton:1": Variant(
         OP,
@@ -444,10 +444,10 @@ def rmsnorm_backward(
 
 def default_impl(t: torch.Tensor) -> str:
     """What :func:`rms_norm` runs when no impl is named: the cluster rung ``cuda:4`` on sm_90+
-    GPUs with NVIDIA's Python bindings (fp32 slices in registers, rung 3's shared-memory
-    slices for 16-bit rows: the fastest of ours at most forward shapes of the H200 lab, and by
-    far at rows of 65536 and more, which the Triton kernels read twice; it falls back to rungs
-    2 and 1 for rows it cannot vectorise), ``triton:2`` on other GPUs and under Triton's
+    GPUs with NVIDIA's Python bindings (slices of long rows in registers, rung 3 for rows that
+    fit one block: the fastest of ours at most forward shapes of the H200 lab, and by far at
+    rows of 65536 and more, which the Triton kernels read twice; it falls back to rungs 2 and 1
+    for rows it cannot vectorise), ``triton:2`` on other GPUs and under Triton's
     interpreter, PyTorch otherwise. After ``cuda:3`` or ``cuda:4`` the backward is the CUDA
     kernel for rows longer than 16384 elements (plan_bwd), Triton's below."""
     if t.is_cuda:

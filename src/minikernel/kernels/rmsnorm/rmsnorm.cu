@@ -8,7 +8,7 @@
 //                    vectorised passes
 //   rmsnorm_kernel3  the row staged in shared memory, split over a thread-block cluster when it
 //                    is long (sm_90+): one read of x at every length, three blocks per SM
-//   rmsnorm_kernel4  fp32 rows past 32 KB: each block's slice of the row (up to 32 KB) held in
+//   rmsnorm_kernel4  rows past 32 KB: each block's slice of the row (up to 32 KB) held in
 //                    registers, loaded with plain 16-byte loads, clusters of 2-16 blocks (sm_90+)
 //
 // Byte model: read x, write y (2 * M * N * sizeof(T)) plus the weight once (N * sizeof(W)).
@@ -281,36 +281,38 @@ MK_FOR_EACH_DTYPE(RMSNORM3)
 // it back twice. Kernel 4 keeps the slice in registers: 512 threads x 4 vectors = 32 KB per
 // block, the four 16-byte loads of a thread issued back to back (plain loads, the default
 // caching) before the first is used, so a block has its whole slice in flight at once, as
-// kernel 3 has. With 32 registers per thread four such blocks share an SM: 128 KB in flight
-// per SM, against kernel 3's six blocks that each stage their 32 KB through shared memory.
-// Side probes on the H200, fp32 rows of 128 and 256 KB: kernel 3 with its cluster exchange
-// taken out (a wrong result, timed only) ran about 7% faster, so each block waiting for the
-// slowest of its cluster costs that much; kernel 4 keeps the exchange and ran faster still.
-// We have measured that, not explained it. Rows up to 16 blocks x 32 KB (131072 fp32 values): a
-// cluster of 16 is "non-portable", allowed on sm_90 once the kernel opts in (the host does).
-// fp32 only: a 16-bit slice of the same bytes holds twice the elements, which converted to
-// fp32 need about 50 registers per thread; then only two blocks fit on an SM, and the probe
-// measured that slower than kernel 3, which the host runs for 16-bit rows instead.
-// Needs n % 4 == 0 and 16-byte aligned x, y, w, like kernels 2 and 3.
+// kernel 3 has. At 32 registers per thread four such blocks share an SM: 128 KB in flight per
+// SM, against kernel 3's six blocks that each stage 32 KB through shared memory.
+// Side probes on the H200 (rows of 128 and 256 KB): kernel 3 with its cluster exchange taken
+// out (a wrong result, timed only) ran about 7% faster, so each block waiting for the slowest
+// of its cluster costs that much; kernel 4 keeps the exchange and ran faster still. We have
+// measured that, not explained it.
+// 16-bit rows need one more step. Their slice is 32 elements per thread, which the compiler,
+// once it has converted them to fp32 for the sum of squares, keeps as 32 floats for the
+// output too: about 50 registers, two blocks per SM, slower than kernel 3 in the probe. The
+// empty asm after the sum tells it the packed 16-bit words may have changed, so it converts
+// them again for the output and the floats die after the sum: 32 registers, four blocks.
+// Rows up to 16 blocks x 32 KB (131072 fp32 or 262144 16-bit values): a cluster of 16 is
+// "non-portable", allowed on sm_90 once the kernel opts in (the host does). Needs
+// n % Vec<T>::N == 0 and 16-byte aligned x, y, w, like kernels 2 and 3.
 constexpr int KERNEL4_VECS = 4;  // 16-byte vectors per thread (16 registers of data)
 
-template <int THREADS, int CLUSTER>
-__device__ __forceinline__ void rmsnorm4(const float* x, const float* w, float* y,
-                                         float* rstd_out, long long n, float eps,
-                                         int per_block) {
-    constexpr int V = 4;
+template <typename T, typename W, int THREADS, int CLUSTER>
+__device__ __forceinline__ void rmsnorm4(const T* x, const W* w, T* y, float* rstd_out,
+                                         long long n, float eps, int per_block) {
+    constexpr int V = Vec<T>::N;
     constexpr int K = KERNEL4_VECS;
-    __shared__ float scratch[32];
+    static_assert(CLUSTER > 1, "a row that fits one block runs kernel 3");
     __shared__ ClusterExchange<1, THREADS / 32, CLUSTER> xch;
-    const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
-    if (CLUSTER > 1) exchange_open(xch);  // before the loads: the barrier's wait comes later
+    const unsigned rank = cluster_rank();
+    exchange_open(xch);  // before the loads: the barrier's wait comes later
     const long long row = blockIdx.x / CLUSTER;
     const Slice s = slice_of(static_cast<int>(n / V), per_block, rank);
-    const float* xr = x + row * n + static_cast<long long>(s.first) * V;
-    float* yr = y + row * n + static_cast<long long>(s.first) * V;
-    const float* wr = w ? w + static_cast<long long>(s.first) * V : nullptr;
+    const T* xr = x + row * n + static_cast<long long>(s.first) * V;
+    T* yr = y + row * n + static_cast<long long>(s.first) * V;
+    const W* wr = w ? w + static_cast<long long>(s.first) * V : nullptr;
     const int tid = threadIdx.x;
-    Vec<float> xv[K];
+    Vec<T> xv[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) {  // all K loads in flight before any is used
         const int i = tid + k * THREADS;
@@ -322,50 +324,60 @@ __device__ __forceinline__ void rmsnorm4(const float* x, const float* w, float* 
         const int i = tid + k * THREADS;
         if (i < s.count) {
 #pragma unroll
-            for (int e = 0; e < V; ++e) ss += xv[k].v[e] * xv[k].v[e];
+            for (int e = 0; e < V; ++e) {
+                const float f = to_float(xv[k].v[e]);
+                ss += f * f;
+            }
         }
     }
-    float total;
-    if (CLUSTER > 1) {  // each warp's sum goes to every block of the cluster (cluster.cuh)
+    if constexpr (sizeof(T) == 2) {  // keep x packed: convert again below (see above)
 #pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, offset);
-        exchange_push(xch, {ss});
-        float acc[1] = {0.0f};
-        exchange_fold(xch, acc, [](float (&a)[1], const float (&b)[1]) { a[0] += b[0]; });
-        total = acc[0];
-    } else {
-        total = block_sum(ss, scratch);
+        for (int k = 0; k < K; ++k) {
+            uint4& r = reinterpret_cast<uint4&>(xv[k]);
+            asm volatile("" : "+r"(r.x), "+r"(r.y), "+r"(r.z), "+r"(r.w));
+        }
     }
-    const float rstd = rsqrtf(total / static_cast<float>(n) + eps);
+    // Each warp's sum goes to every block of the cluster (cluster.cuh).
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, offset);
+    exchange_push(xch, {ss});
+    float acc[1] = {0.0f};
+    exchange_fold(xch, acc, [](float (&a)[1], const float (&b)[1]) { a[0] += b[0]; });
+    const float rstd = rsqrtf(acc[0] / static_cast<float>(n) + eps);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const int i = tid + k * THREADS;
         if (i < s.count) {
             float wf[V];
             load_weights(wr, static_cast<long long>(i) * V, wf);
-            Vec<float> out;
+            Vec<T> out;
 #pragma unroll
-            for (int e = 0; e < V; ++e) out.v[e] = xv[k].v[e] * rstd * wf[e];
+            for (int e = 0; e < V; ++e) out.v[e] = from_float<T>(to_float(xv[k].v[e]) * rstd * wf[e]);
             store_vec(yr + static_cast<long long>(i) * V, out);
         }
     }
     if (rstd_out && rank == 0 && threadIdx.x == 0) rstd_out[row] = rstd;
 }
 
-#define RMSNORM4_ENTRY(THREADS, CLUSTER)                                                       \
-    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)                                 \
-        __launch_bounds__(THREADS, 2048 / THREADS) /* 32 registers: a full SM (2048 threads) */ \
-        rmsnorm_kernel4_t##THREADS##_c##CLUSTER##_f32(const float* x, const float* w, float* y, \
-                                                      float* rstd, long long n, float eps,     \
-                                                      int per_block) {                         \
-        rmsnorm4<THREADS, CLUSTER>(x, w, y, rstd, n, eps, per_block);                          \
+// __launch_bounds__(512, 4): at most 32 registers, so that four blocks (2048 threads) fit.
+#define RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, CLUSTER)                                         \
+    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(512, 4)       \
+        rmsnorm_kernel4_c##CLUSTER##_##SUFFIX##WSUFFIX(const T* x, const W* w, T* y,           \
+                                                       float* rstd, long long n, float eps,    \
+                                                       int per_block) {                        \
+        rmsnorm4<T, W, 512, CLUSTER>(x, w, y, rstd, n, eps, per_block);                        \
     }
 // What plan4 launches: rows past 32 KB over clusters of 2 to 16 blocks of 512 threads (a row
 // that fits one block runs kernel 3: level with kernel 4 there in the probe, or faster).
-RMSNORM4_ENTRY(512, 2)
-RMSNORM4_ENTRY(512, 4)
-RMSNORM4_ENTRY(512, 8)
-RMSNORM4_ENTRY(512, 16)
+#define RMSNORM4_WEIGHT(SUFFIX, T, W, WSUFFIX)                                                 \
+    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, 2)                                                   \
+    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, 4)                                                   \
+    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, 8)                                                   \
+    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, 16)
+#define RMSNORM4(SUFFIX, T)                                                                    \
+    RMSNORM4_WEIGHT(SUFFIX, T, T, )                                                            \
+    RMSNORM4_WEIGHT(SUFFIX, T, float, _wf32)
+MK_FOR_EACH_DTYPE(RMSNORM4)
 // --8<-- [end:kernel4]
 #endif  // __CUDA_ARCH__ >= 900
 
