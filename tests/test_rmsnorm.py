@@ -376,33 +376,36 @@ def test_cuda3_plan_and_kernels() -> None:
 
 
 def test_cuda4_plan_and_kernels() -> None:
-    """Rung 4 holds at most 32 KB of a row per block (512 threads x 4 vectors), over clusters of
-    2 to 16; rows that fit one block, longer rows and GPUs without clusters get None (rung 3
-    runs). Every kernel it plans exists, and none is unreachable."""
+    """Rung 4 holds 32 KB of a row per block of 512 threads over clusters of 2 to 8, then 64 KB
+    per block of 1024 over 8 or 16; rows that fit one block, rows past 1 MB and GPUs without
+    clusters get None (rung 3 runs). Every kernel it plans exists, and none is unreachable."""
     from minikernel.cuda import compile_file
     from minikernel.kernels.rmsnorm import CU_FILE, plan4
 
-    sp = plan4(16384, 131072, torch.float32, (9, 0))
-    assert (sp.cluster, sp.per_block, sp.threads) == (16, 2048, 512)  # sixteen 32 KB slices
-    sp = plan4(32768, 131072, torch.bfloat16, (9, 0))
-    assert (sp.cluster, sp.per_block, sp.threads) == (8, 2048, 512)  # eight in 16-bit
-    sp = plan4(16384, 16384, torch.float32, (9, 0))
-    assert (sp.cluster, sp.per_block) == (2, 2048)
-    sp = plan4(16384, 16388, torch.float32, (9, 0))  # one vector past two blocks: four
-    assert (sp.cluster, sp.per_block) == (4, 1025)
+    def shape(m: int, n: int, dtype: torch.dtype) -> tuple[int, int, int]:
+        sp = plan4(m, n, dtype, (9, 0))
+        return (sp.cluster, sp.per_block, sp.threads)
+
+    assert shape(16384, 16384, torch.float32) == (2, 2048, 512)
+    assert shape(16384, 16388, torch.float32) == (4, 1025, 512)  # one vector past two blocks
+    assert shape(32768, 131072, torch.bfloat16) == (8, 2048, 512)  # eight 32 KB slices
+    assert shape(16384, 65540, torch.float32) == (8, 2049, 1024)  # one past: 64 KB blocks
+    assert shape(16384, 131072, torch.float32) == (8, 4096, 1024)  # eight 64 KB slices
+    assert shape(4, 131076, torch.float32) == (16, 2049, 1024)  # non-portable: sixteen
+    assert shape(4, 262144, torch.float32) == (16, 4096, 1024)  # 1 MB, the longest
     assert plan4(16384, 8192, torch.float32, (9, 0)) is None  # one block's 32 KB: rung 3
     assert plan4(16384, 16384, torch.bfloat16, (9, 0)) is None  # the same 32 KB in 16-bit
-    assert plan4(4, 131076, torch.float32, (9, 0)) is None  # past 16 x 32 KB
-    assert plan4(4, 262152, torch.float16, (9, 0)) is None
+    assert plan4(4, 262148, torch.float32, (9, 0)) is None  # past 1 MB
+    assert plan4(4, 524296, torch.float16, (9, 0)) is None
     assert plan4(4, 65536, torch.float32, (8, 0)) is None  # no clusters before sm_90
     names = {n for n in compile_file(CU_FILE, "sm_90").kernel_names if "kernel4" in n}
     planned = set()
     for dtype, suffix in ((torch.float32, "f32"), (torch.float16, "f16"), (torch.bfloat16, "bf16")):
-        for n in (16384, 16392, 32776, 65536, 100000, 131072, 262144):
+        for n in (16384, 16392, 32776, 65536, 131072, 131080, 262144, 262160, 524288):
             sp = plan4(4, n, dtype, (9, 0))
             if sp is not None:
                 for w in ("", "_wf32"):
-                    planned.add(f"rmsnorm_kernel4_c{sp.cluster}_{suffix}{w}")
+                    planned.add(f"rmsnorm_kernel4_t{sp.threads}_c{sp.cluster}_{suffix}{w}")
     assert planned == names, (sorted(planned - names), sorted(names - planned))
 
 
@@ -412,13 +415,14 @@ def test_cuda4_plan_and_kernels() -> None:
     [
         (torch.float32, 8196),  # two blocks, the second one vector short
         (torch.float32, 16388),  # four blocks, the last one 1022 vectors
-        (torch.float32, 65536),  # eight full blocks
-        (torch.float32, 131072),  # sixteen: the non-portable cluster size
-        (torch.float32, 131076),  # past sixteen slices: rung 3 runs (eight 64 KB slices)
+        (torch.float32, 65536),  # eight full blocks of 512 threads
+        (torch.float32, 131072),  # eight full blocks of 1024 threads (64 KB each)
+        (torch.float32, 131076),  # sixteen of 1024: the non-portable cluster size
+        (torch.float32, 262148),  # past 1 MB: rung 3 runs (eight 128 KB slices)
         (torch.bfloat16, 16392),  # 16-bit: two blocks, the second one vector short
         (torch.bfloat16, 65536),  # four full blocks
-        (torch.float16, 262144),  # sixteen
-        (torch.bfloat16, 262152),  # past sixteen: rung 3
+        (torch.float16, 262144),  # eight of 1024 threads
+        (torch.bfloat16, 262160),  # sixteen of 1024 threads
     ],
     ids=lambda v: str(v).removeprefix("torch."),
 )

@@ -196,28 +196,32 @@ def _launch_cuda3(
 
 KERNEL4_VECS = 4  # 16-byte vectors per thread in rmsnorm.cu's kernel 4 (its KERNEL4_VECS)
 KERNEL4_SLICE = 512 * KERNEL4_VECS  # vectors a block of 512 threads holds: 32 KB
-KERNEL4_CLUSTERS = (2, 4, 8, 16)  # 16 is a "non-portable" cluster size, allowed on sm_90
+KERNEL4_SHAPES = ((512, 2), (512, 4), (512, 8), (1024, 8), (1024, 16))  # (threads, cluster)
+"""Rung 4's blocks, smallest first: 32 KB slices of 512 threads over clusters of 2 to 8, then
+64 KB slices of 1024 threads over 8 or 16 (16 is a "non-portable" cluster size, allowed on
+sm_90). A side probe on the H200 measured eight 64 KB blocks faster than sixteen 32 KB ones at
+131072 fp32 values."""
 
 
 def plan4(m: int, n: int, dtype: torch.dtype, cc: tuple[int, int]) -> SlicePlan | None:
-    """Rung 4's cluster for an (m, n) input, or None where rung 3 runs instead: rows that fit
-    one block (up to 32 KB: a side probe on the H200 measured kernel 4 level with kernel 3
-    there, and slower at 1024 fp32 columns), rows past 16 blocks, GPUs without clusters. The
-    smallest cluster whose blocks hold at most KERNEL4_SLICE vectors each, 512 threads each."""
+    """Rung 4's blocks for an (m, n) input, or None where rung 3 runs instead: rows that fit
+    one block of 512 threads (up to 32 KB: a side probe on the H200 measured kernel 4 level with
+    kernel 3 there, and slower at 1024 fp32 columns), rows past 1 MB, GPUs without clusters.
+    The first of KERNEL4_SHAPES whose blocks hold the row."""
     if cc < (9, 0):
         return None
     nvec = max(1, n // (16 // _size(dtype)))
     if nvec <= KERNEL4_SLICE:
         return None
-    for cluster in KERNEL4_CLUSTERS:
+    for threads, cluster in KERNEL4_SHAPES:
         per_block = -(-nvec // cluster)
-        if per_block <= KERNEL4_SLICE:
+        if per_block <= threads * KERNEL4_VECS:
             break
     else:
         return None
     if m * cluster > 2**31 - 1:
         return None
-    return SlicePlan(cluster, per_block, 512)
+    return SlicePlan(cluster, per_block, threads)
 
 
 def _launch_cuda4(
@@ -236,7 +240,8 @@ def _launch_cuda4(
     if sp is None:
         return _launch_cuda3(x, w, out, eps, rstd)
     wf32 = "_wf32" if w is not None and w.dtype == torch.float32 else ""
-    kernel = get_kernel(CU_FILE, f"rmsnorm_kernel4_c{sp.cluster}_{_SUFFIX[x.dtype]}{wf32}")
+    name = f"rmsnorm_kernel4_t{sp.threads}_c{sp.cluster}_{_SUFFIX[x.dtype]}{wf32}"
+    kernel = get_kernel(CU_FILE, name)
     kernel.allow_cluster_size(sp.cluster)
     null = ctypes.c_void_p(0)
     args = (x, w if w is not None else null, out, rstd if rstd is not None else null)
@@ -297,7 +302,7 @@ VARIANTS: dict[str, Variant] = {
         "cuda:4",
         lambda x, w, o, eps=1e-6, rstd=None: _launch_cuda(4, x, w, o, eps, rstd),
         _CUDA_SOURCES,
-        "rows past 32 KB: each block's slice in registers, clusters of up to 16; else rung 3",
+        "rows past 32 KB: each block's slice in registers, over a cluster; else rung 3",
     ),
     "triton:1": Variant(
         OP,

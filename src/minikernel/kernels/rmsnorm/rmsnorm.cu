@@ -8,7 +8,7 @@
 //                    vectorised passes
 //   rmsnorm_kernel3  the row staged in shared memory, split over a thread-block cluster when it
 //                    is long (sm_90+): one read of x at every length, three blocks per SM
-//   rmsnorm_kernel4  rows past 32 KB: each block's slice of the row (up to 32 KB) held in
+//   rmsnorm_kernel4  rows past 32 KB: each block's slice of the row (32 or 64 KB) held in
 //                    registers, loaded with plain 16-byte loads, clusters of 2-16 blocks (sm_90+)
 //
 // Byte model: read x, write y (2 * M * N * sizeof(T)) plus the weight once (N * sizeof(W)).
@@ -292,7 +292,9 @@ MK_FOR_EACH_DTYPE(RMSNORM3)
 // output too: about 50 registers, two blocks per SM, slower than kernel 3 in the probe. The
 // empty asm after the sum tells it the packed 16-bit words may have changed, so it converts
 // them again for the output and the floats die after the sum: 32 registers, four blocks.
-// Rows up to 16 blocks x 32 KB (131072 fp32 or 262144 16-bit values): a cluster of 16 is
+// Rows past eight 32 KB slices take blocks of 1024 threads, 64 KB each (two blocks per SM),
+// over clusters of 8, or 16 for rows past 512 KB, up to 1 MB: at 131072 fp32 values the probe
+// measured eight 64 KB blocks faster than sixteen 32 KB ones. A cluster of 16 is
 // "non-portable", allowed on sm_90 once the kernel opts in (the host does). Needs
 // n % Vec<T>::N == 0 and 16-byte aligned x, y, w, like kernels 2 and 3.
 constexpr int KERNEL4_VECS = 4;  // 16-byte vectors per thread (16 registers of data)
@@ -359,21 +361,23 @@ __device__ __forceinline__ void rmsnorm4(const T* x, const W* w, T* y, float* rs
     if (rstd_out && rank == 0 && threadIdx.x == 0) rstd_out[row] = rstd;
 }
 
-// __launch_bounds__(512, 4): at most 32 registers, so that four blocks (2048 threads) fit.
-#define RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, CLUSTER)                                         \
-    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(512, 4)       \
-        rmsnorm_kernel4_c##CLUSTER##_##SUFFIX##WSUFFIX(const T* x, const W* w, T* y,           \
-                                                       float* rstd, long long n, float eps,    \
-                                                       int per_block) {                        \
-        rmsnorm4<T, W, 512, CLUSTER>(x, w, y, rstd, n, eps, per_block);                        \
+// __launch_bounds__(THREADS, 2048 / THREADS): at most 32 registers, so that 2048 threads fit.
+#define RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, THREADS, CLUSTER)                                \
+    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)                                 \
+        __launch_bounds__(THREADS, 2048 / THREADS)                                             \
+        rmsnorm_kernel4_t##THREADS##_c##CLUSTER##_##SUFFIX##WSUFFIX(                           \
+            const T* x, const W* w, T* y, float* rstd, long long n, float eps, int per_block) { \
+        rmsnorm4<T, W, THREADS, CLUSTER>(x, w, y, rstd, n, eps, per_block);                    \
     }
-// What plan4 launches: rows past 32 KB over clusters of 2 to 16 blocks of 512 threads (a row
-// that fits one block runs kernel 3: level with kernel 4 there in the probe, or faster).
+// What plan4 launches: rows past 32 KB over clusters of 2 to 8 blocks of 512 threads, rows
+// past 256 KB over 8 or 16 blocks of 1024 (a row that fits one block runs kernel 3: level with
+// kernel 4 there in the probe, or faster).
 #define RMSNORM4_WEIGHT(SUFFIX, T, W, WSUFFIX)                                                 \
-    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, 2)                                                   \
-    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, 4)                                                   \
-    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, 8)                                                   \
-    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, 16)
+    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 2)                                              \
+    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 4)                                              \
+    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 8)                                              \
+    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, 1024, 8)                                             \
+    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, 1024, 16)
 #define RMSNORM4(SUFFIX, T)                                                                    \
     RMSNORM4_WEIGHT(SUFFIX, T, T, )                                                            \
     RMSNORM4_WEIGHT(SUFFIX, T, float, _wf32)
