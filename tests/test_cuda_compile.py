@@ -193,3 +193,43 @@ def test_a_driver_call_without_a_context_is_retried_once_in_one(
     with pytest.raises(CudaLaunchError, match="q failed"):
         loader._call_in_context(driver, "q", lambda: (700, None))
     assert made_current == [0, 0]  # other errors are not retried
+
+
+def test_kernel_opts_in_to_large_shared_memory_and_clusters_of_16_once() -> None:
+    """What a launch opts in to, on a stand-in driver: more than 48 KB of dynamic shared memory
+    (once per new maximum) and the non-portable cluster of 16 (once; 8 or fewer need nothing).
+    A refusal is raised, naming the kernel."""
+    import types
+
+    import minikernel.cuda.loader as loader
+    from minikernel.cuda import CudaLaunchError
+
+    calls: list[tuple[object, str, int]] = []
+    status = [0]
+
+    def set_attribute(fn: object, attr: str, value: int) -> tuple[int]:
+        calls.append((fn, attr, value))
+        return (status[0],)
+
+    driver = types.SimpleNamespace(
+        CUfunction_attribute=types.SimpleNamespace(
+            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES="smem",
+            CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED="nonportable",
+        ),
+        cuFuncSetAttribute=set_attribute,
+        cuGetErrorName=lambda e: (0, b"CUDA_ERROR_NOT_SUPPORTED"),
+        cuGetErrorString=lambda e: (0, b"operation not supported"),
+    )
+    kernel = loader.Kernel(types.SimpleNamespace(driver=driver), "k", "fn")
+    kernel._allow_smem(48 * 1024)  # the default limit: nothing to ask
+    kernel.allow_cluster_size(8)  # portable
+    assert calls == []
+    kernel._allow_smem(100_000)
+    kernel._allow_smem(90_000)  # below what was granted
+    kernel.allow_cluster_size(16)
+    kernel.allow_cluster_size(16)
+    assert calls == [("fn", "smem", 100_000), ("fn", "nonportable", 1)]
+    status[0] = 801
+    fresh = loader.Kernel(types.SimpleNamespace(driver=driver), "k16", "fn")
+    with pytest.raises(CudaLaunchError, match="allowing k16 clusters of 16 blocks failed"):
+        fresh.allow_cluster_size(16)

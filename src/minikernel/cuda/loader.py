@@ -325,18 +325,19 @@ class Kernel:
     def usage(self) -> ResourceUsage | None:
         return self.module.compiled.usage.get(self.name)
 
+    def _set_attribute(self, attribute: str, value: int, what: str) -> None:
+        """cuFuncSetAttribute for this kernel: ``attribute`` names a CUfunction_attribute."""
+        driver = self.module.driver
+        attr = getattr(driver.CUfunction_attribute, attribute)
+        _call_in_context(driver, what, driver.cuFuncSetAttribute, self._function, attr, value)
+
     def _allow_smem(self, shared_mem: int) -> None:
         if shared_mem > self._max_dynamic_smem:
             # Above 48 KB a kernel must opt in to more dynamic shared memory, once.
-            driver = self.module.driver
-            attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            _call_in_context(
-                driver,
-                f"raising {self.name}'s shared memory to {shared_mem} B",
-                driver.cuFuncSetAttribute,
-                self._function,
-                attr,
+            self._set_attribute(
+                "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES",
                 shared_mem,
+                f"raising {self.name}'s shared memory to {shared_mem} B",
             )
             self._max_dynamic_smem = shared_mem
 
@@ -347,15 +348,10 @@ class Kernel:
         CudaLaunchError where the driver refuses."""
         if cluster <= 8 or self._nonportable:
             return
-        driver = self.module.driver
-        attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
-        _call_in_context(
-            driver,
-            f"allowing {self.name} clusters of {cluster} blocks",
-            driver.cuFuncSetAttribute,
-            self._function,
-            attr,
+        self._set_attribute(
+            "CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED",
             1,
+            f"allowing {self.name} clusters of {cluster} blocks",
         )
         self._nonportable = True
 
