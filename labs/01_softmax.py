@@ -308,7 +308,7 @@ section_done("B sweep")
 # %%
 N_SWEEPS = [
     (32768, torch.bfloat16, [256, 600, 781, 4096, 4097, 16384, 65536, 131072, 262144]),
-    (8192, torch.float32, [256, 4096, 16384, 65536, 262144]),
+    (8192, torch.float32, [256, 4096, 16384, 65536, 131072, 262144]),
 ]
 for m, dtype, ns in N_SWEEPS:
     for n in ns:
@@ -325,7 +325,9 @@ section_done("N sweep")
 #
 # Then the long rows, where the best kernels stay furthest from the ceiling: the row-once cluster
 # rung (cuda:10) and the looping rung (cuda:8, which reads part of each row twice) at 32768 x
-# 65536 bf16, unless one of them was already profiled above (one excerpt per implementation
+# 65536 bf16, and the prefetching rung (cuda:12) at 8192 x 65536 fp32, where its DRAM bytes
+# tell whether the rows it asked L2 for were still there when read (the model's bytes) or
+# were read twice; each unless it was already profiled above (one excerpt per implementation
 # keeps every page's reference to an excerpt unambiguous).
 
 # %% [markdown] lang="es"
@@ -339,8 +341,11 @@ section_done("N sweep")
 #
 # Después, las filas largas, donde los mejores kernels quedan más lejos del techo: el peldaño de
 # clusters que lee cada fila una vez (cuda:10) y el que recorre la fila en bucle (cuda:8, que lee
-# parte de cada fila dos veces) con 32768 x 65536 bf16, salvo si alguno ya se perfiló arriba (un
-# extracto por implementación mantiene sin ambigüedad cada referencia de las páginas a un extracto).
+# parte de cada fila dos veces) con 32768 x 65536 bf16, y el peldaño que precarga en L2
+# (cuda:12) con 8192 x 65536 fp32, donde sus bytes de DRAM dicen si las filas que pidió a L2
+# seguían allí al leerlas (los bytes del modelo) o se leyeron dos veces; cada uno salvo si ya se
+# perfiló arriba (un extracto por implementación mantiene sin ambigüedad cada referencia de las
+# páginas a un extracto).
 
 # %%
 PROFILE_SHAPE, PROFILE_DTYPE = [32768, 4096], torch.bfloat16
@@ -362,16 +367,18 @@ profiles = {}
 for impl in (best_cuda, best_triton, "torch:eager"):
     if impl is not None:
         profiles[impl] = lab.profile(impl, PROFILE_SHAPE, "bfloat16", model_bytes=model)
-LONG_SHAPE = [32768, 65536]
-for impl in ("cuda:10", "cuda:8"):
+LONG_CASES = [
+    ("cuda:10", [32768, 65536], torch.bfloat16),
+    ("cuda:8", [32768, 65536], torch.bfloat16),
+    ("cuda:12", [8192, 65536], torch.float32),
+]
+for impl, shape, dtype in LONG_CASES:
     if impl in profiles:
         continue
     try:  # an extra excerpt: if ncu fails on it, the lab's measurements still get saved
-        lab.profile(
-            impl, LONG_SHAPE, "bfloat16", model_bytes=sm.bytes_moved(*LONG_SHAPE, torch.bfloat16)
-        )
+        lab.profile(impl, shape, str(dtype)[6:], model_bytes=sm.bytes_moved(*shape, dtype))
     except Exception as exc:
-        print(f"[softmax] ncu {impl} {LONG_SHAPE} skipped: {type(exc).__name__}: {exc}")
+        print(f"[softmax] ncu {impl} {shape} skipped: {type(exc).__name__}: {exc}")
 section_done("ncu")
 
 # %% [markdown] lang="en"

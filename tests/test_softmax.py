@@ -405,6 +405,59 @@ def test_plan_refuses_what_does_not_fit() -> None:
     assert ck.plan(11, 4, 8192, torch.float32, SM80).kernel == "softmax_kernel6_t256_f32"
 
 
+def test_rung12_plan() -> None:
+    """Rung 12 is rung 11's plan with rung 10's fp32 kernels swapped for rung 12's, which take
+    the number of rows ahead to prefetch: PREFETCH_BYTES of rows, rounded up, at least one."""
+    for m, n, dtype in [
+        (100, 8192, torch.float32),  # 32 KB: one block
+        (7, 16391, torch.float32),  # a cluster of two with scalar edges
+        (8192, 65536, torch.float32),  # 256 KB: four blocks
+        (8192, 262144, torch.float32),  # 1 MB: 8 x 128 KB
+    ]:
+        p10 = ck.plan(11, m, n, dtype, ck.H200)
+        p12 = ck.plan(12, m, n, dtype, ck.H200)
+        assert p10.rung == 10
+        assert p12.kernel == p10.kernel.replace("kernel10", "kernel12")
+        assert (p12.rung, p12.grid, p12.block, p12.smem, p12.per_block) == (
+            12,
+            p10.grid,
+            p10.block,
+            p10.smem,
+            p10.per_block,
+        )
+        row_bytes = n * torch.finfo(dtype).bits // 8
+        assert (p12.ahead - 1) * row_bytes < ck.PREFETCH_BYTES <= p12.ahead * row_bytes
+    assert ck.prefetch_rows(1 << 30, torch.float32) == 1  # rows past 8 MB: the next one
+    assert ck.plan(12, 3, 4096, torch.float32, ck.H200).rung == 11  # 16 KB: registers
+    assert ck.plan(12, 3, 600, torch.bfloat16, ck.H200).rung == 11
+    for dtype in (torch.bfloat16, torch.float16):  # 16-bit rows: rung 11's plan (rung 10 here)
+        assert ck.plan(12, 3, 65536, dtype, ck.H200) == ck.plan(11, 3, 65536, dtype, ck.H200)
+    assert ck.plan(12, 3, 65536, torch.float32, SM80).kernel == "softmax_kernel8_f32"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("m", "n", "dtype"),
+    [
+        (3, 8192, torch.float32),  # fewer rows than `ahead` (256): no prefetch at all
+        (300, 8201, torch.float32),  # rows off 16-byte boundaries; the last 44 prefetch none
+        (40, 65533, torch.float32),  # a cluster of four with edges; ahead is 33 rows
+        (70, 32768, torch.float32),  # a cluster of two; ahead is 64 rows
+        (10, 262147, torch.float32),  # eight 128 KB blocks with edges; ahead is 9 rows
+    ],
+)
+def test_rung12_matches_with_and_without_prefetch(m: int, n: int, dtype: torch.dtype) -> None:
+    """The hint moves data into L2 only: cuda:12's result is checked against the reference
+    (the checker also catches writes outside y) on shapes where every row, some rows or no row
+    prefetches another, including the last rows, whose row + ahead is past the matrix."""
+    if ck.plan(12, m, n, dtype, ck.device_facts(0)).rung != 12:
+        pytest.skip("no clusters on this GPU: cuda:12 runs rung 11's kernels")
+    x = make_inputs(m, n, dtype, "cuda", seed=n)
+    run_checked(
+        _run("cuda:12"), [x], reference(x), tolerances=tolerances("cuda:12", n), name="cuda:12"
+    ).raise_if_failed()
+
+
 def test_every_planned_kernel_exists() -> None:
     """Each name a plan can produce is an extern "C" kernel of softmax.cu (for sm_90)."""
     from minikernel.cuda import compile_file
@@ -449,7 +502,7 @@ def test_every_planned_kernel_exists() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("impl", ["cuda:5", "cuda:7", "cuda:9", "cuda:10", "cuda:11"])
+@pytest.mark.parametrize("impl", ["cuda:5", "cuda:7", "cuda:9", "cuda:10", "cuda:11", "cuda:12"])
 def test_misaligned_input_and_output(impl: str) -> None:
     """x and out at different addresses modulo 16: the vector rungs copy x to match out."""
     n = 781
@@ -464,8 +517,8 @@ def test_misaligned_input_and_output(impl: str) -> None:
 @pytest.mark.gpu
 def test_default_impl_on_gpu_is_a_fused_kernel() -> None:
     x = torch.zeros(4, 600, device="cuda")
-    assert default_impl(x) in ("triton:1", "cuda:11")
-    assert default_impl(torch.zeros(2, 262144, device="cuda")) in ("cuda:11", "triton:2")
+    assert default_impl(x) in ("triton:1", "cuda:12")
+    assert default_impl(torch.zeros(2, 262144, device="cuda")) in ("cuda:12", "triton:2")
     y = make_inputs(64, 1000, torch.bfloat16, "cuda").t()  # non-contiguous, dim 0
     torch.testing.assert_close(
         softmax(y, dim=0).float(), torch.softmax(y.float(), dim=0), atol=1e-12, rtol=8e-3

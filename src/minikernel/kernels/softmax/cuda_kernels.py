@@ -10,12 +10,15 @@ idea each where it applies and hand every other shape to the rung below:
 cuda:9 (cluster, long rows) -> cuda:8 (loop, rows of any length) -> cuda:7 (warp per row,
 short rows) -> cuda:6 (block per row, row in registers); cuda:10 (the row in shared memory,
 over a cluster when long) -> cuda:8 for rows past its clusters, cuda:7 for short rows;
-cuda:11 (rungs 7 and 6 with one exponential per element) -> cuda:10 for rows of 16 KB and more.
+cuda:11 (rungs 7 and 6 with one exponential per element) -> cuda:10 for rows of 16 KB and more;
+cuda:12 runs cuda:11's choice, with rung 10's fp32 kernels swapped for rung 12's (the same
+kernels plus an L2 prefetch of a row further down).
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass
@@ -64,7 +67,8 @@ class Plan:
     block: int
     smem: int = 0  # dynamic shared memory, bytes
     takes_m: bool = False  # the kernel's parameters are (x, y, M, N) rather than (x, y, N)
-    per_block: int = 0  # kernel 10: vectors of the row each block of a cluster stages
+    per_block: int = 0  # kernels 10, 12: vectors of the row each block of a cluster holds
+    ahead: int = 0  # kernel 12: rows between a block's row and the one whose slice it prefetches
 
 
 def vector_width(dtype: torch.dtype) -> int:
@@ -200,6 +204,31 @@ def _plan11(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
     return Plan(11, f"softmax_kernel11_t{threads}_{SUFFIX[dtype]}", m, threads, takes_m=True)
 
 
+PREFETCH_BYTES = 8 << 20
+"""How far ahead kernel 12 asks L2 to fetch, in bytes of rows. Closer, the slice is asked for
+when the block that reads it is already waiting on it; much further, L2 (60 MB on the H200, as
+the lab records it, shared with the rows in flight) evicts it before that block comes. A side
+probe on the H200 (fp32 rows of 64 KB to 1 MB, 2 to 16 MB ahead) found the best distance
+between 6 and 12 MB at each shape, with 8 and 12 MB within ~2% of each other."""
+
+
+def prefetch_rows(n: int, dtype: torch.dtype) -> int:
+    """Rows ahead for kernel 12: PREFETCH_BYTES of rows, at least one."""
+    return max(1, -(-PREFETCH_BYTES // (n * (torch.finfo(dtype).bits // 8))))
+
+
+def _plan12(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
+    """Kernel 12: for fp32 rows, kernel 10's plan (same slices, clusters and threads) with the
+    L2 prefetch ``prefetch_rows`` ahead; everything else where rung 11 sends it (16-bit rows
+    too: a side probe on the H200 measured the prefetch slower than rung 10 on bf16 rows of
+    128 to 512 KB). Kernel 12 takes (x, y, N, per_block, M, ahead)."""
+    p = _plan11(m, n, dtype, dev)
+    if p.rung != 10 or dtype != torch.float32:
+        return p
+    name = p.kernel.replace("softmax_kernel10_", "softmax_kernel12_")
+    return dataclasses.replace(p, rung=12, kernel=name, ahead=prefetch_rows(n, dtype))
+
+
 _PLANNERS = {
     1: _plan1,
     2: functools.partial(_plan_smem, 2),
@@ -212,6 +241,7 @@ _PLANNERS = {
     9: _plan9,
     10: plan10,
     11: _plan11,
+    12: _plan12,
 }
 RUNGS = tuple(_PLANNERS)
 
@@ -226,7 +256,7 @@ def plan(rung: int, m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Pla
         raise _refuse(
             rung, "one block per row, and a grid has at most 2^31 - 1 blocks", m, n, dtype
         )
-    if rung in (5, 6, 7, 9, 10, 11) and n > _INT32_MAX:
+    if rung in (5, 6, 7, 9, 10, 11, 12) and n > _INT32_MAX:
         raise _refuse(rung, "it indexes a row with 32-bit integers", m, n, dtype)
     try:
         return _PLANNERS[rung](m, n, dtype, dev)
@@ -293,6 +323,15 @@ def launch(rung: int, x: torch.Tensor, y: torch.Tensor, p: Plan | None = None) -
         args: tuple = (x, y, ctypes.c_int64(m), ctypes.c_int64(n))
     elif p.rung == 10:
         args = (x, y, ctypes.c_int64(n), ctypes.c_int32(p.per_block))
+    elif p.rung == 12:
+        args = (
+            x,
+            y,
+            ctypes.c_int64(n),
+            ctypes.c_int32(p.per_block),
+            ctypes.c_int64(m),
+            ctypes.c_int32(p.ahead),
+        )
     else:
         args = (x, y, ctypes.c_int64(n))
     with torch.cuda.device(index):

@@ -21,6 +21,9 @@
 //   softmax_kernel11 rungs 7 and 6 with one exponential per element: p = exp(x - m_t) kept in
 //                    the registers in place of x and scaled once the row's (max, sum) is known;
 //                    rows of up to 16 KB (longer ones as kernel10)
+//   softmax_kernel12 kernel10 plus a hint: once a block has its slice, it asks L2 to fetch the same
+//                    slice of a row ~8 MB further down the matrix (prefetch.global.L2), which a
+//                    block launched later will read; fp32 rows of 16 KB and more
 //
 // Byte model: read x once, write y once: 2 * M * N * sizeof(T) bytes. Softmax does ~5 flops per
 // element, so at any size that fills the GPU it is memory-bound and its speed limit is DRAM
@@ -46,6 +49,10 @@
 //   kernel11       written after lab 02's profile of kernel6 at 32768 x 4096 bf16 (under 90% of
 //                  the ceiling, its warps more often ready than waiting on memory): half the
 //                  exponentials, ~131 us (~96%, triton:1's level); at B=512, V=600 no change
+//   kernel12       written after lab 02 measured kernel10 under 93% of the ceiling on rows of
+//                  128 KB and more (its blocks sit at the cluster barrier with no load in flight)
+//                  and a side probe of the hint at six long-row shapes: from kernel10's level
+//                  (no gain, if L2 keeps nothing) to the copy ceiling (if every later read hits L2)
 //
 // Special rows follow torch.softmax: a row holding NaN or +inf, or made only of -inf, gives NaN
 // everywhere; -inf elements in an otherwise finite row give 0. Every dtype is loaded, converted
@@ -690,6 +697,22 @@ MK_FOR_EACH_DTYPE(SOFTMAX9_SIZES)
 #endif  // __CUDA_ARCH__ >= 900
 // --8<-- [end:kernel9]
 
+// --8<-- [start:prefetch]
+// Rung 12's hint: ask L2 to fetch `bytes` from p (a slice, 16-byte aligned) in 128-byte lines,
+// spread over the block's threads. prefetch.global.L2 only moves data into L2: it loads nothing
+// into registers, waits for nothing, and evict_last asks L2 to keep the lines over data marked
+// normal (the rows being read) and evict_first (the rows being written, see store_vec).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+template <int THREADS>
+__device__ __forceinline__ void prefetch_l2(const void* p, int bytes) {
+    const char* c = static_cast<const char*>(p);
+    for (int o = threadIdx.x * 128; o < bytes; o += THREADS * 128) {
+        asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(c + o));
+    }
+}
+#endif
+// --8<-- [end:prefetch]
+
 // --8<-- [start:kernel10]
 // Rung 9 kept a cluster's slice of the row in registers: 1024 threads x 32 values per block, one
 // block per SM, so each SM had nothing to load while its block sat at a barrier or stored. Rung
@@ -719,8 +742,9 @@ MK_FOR_EACH_DTYPE(SOFTMAX9_SIZES)
 // [rank * per_block, (rank + 1) * per_block) of the row's aligned body; block 0 also takes the
 // scalar edges.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-template <typename T, int THREADS, int CLUSTER>
-__device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per_block) {
+template <typename T, int THREADS, int CLUSTER, bool PREFETCH = false>
+__device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per_block,
+                                          long long M = 0, int ahead = 0) {
     constexpr int VN = Vec<T>::N;
     __shared__ float scratch[66];
     __shared__ ClusterExchange<2, THREADS / 32, CLUSTER> xch;
@@ -742,6 +766,7 @@ __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per
 #pragma unroll
         for (int k = 0; k < VN; ++k) m = fmaxf(m, to_float(v.v[k]));
     });
+    if (PREFETCH && row + ahead < M) prefetch_l2<THREADS>(xb + ahead * N, s.count * 16);
     const int n_edge = rank == 0 ? sp.head + sp.tail : 0;  // block 0 also takes the edges
     long long e_idx;
     const float e = edge_value(xr, sp, tid, n_edge, e_idx);
@@ -938,3 +963,37 @@ SOFTMAX11_WARP(f32, float, 8)
 SOFTMAX11_WARP(f16, mk_half, 1) SOFTMAX11_WARP(f16, mk_half, 2) SOFTMAX11_WARP(f16, mk_half, 4)
 SOFTMAX11_WARP(bf16, mk_bf16, 1) SOFTMAX11_WARP(bf16, mk_bf16, 2) SOFTMAX11_WARP(bf16, mk_bf16, 4)
 // --8<-- [end:kernel11]
+
+
+// --8<-- [start:kernel12]
+// Rung 10 with the hint above, for fp32 rows. Rung 10's blocks each load a slice, then sit at the
+// cluster barrier, compute and store with nothing in flight; three of them per SM do not keep
+// DRAM busy on long rows (lab 02's sweep). Blocks are launched in blockIdx order, so the block
+// for row r + `ahead` comes along after the blocks running now: each block, once its own slice
+// is in, asks L2 for the same slice of row r + `ahead`. The host sets `ahead` to about 8 MB of
+// rows: far enough that the block that reads it has not started yet, near enough that L2 (60 MB
+// on an H200, shared with every row in flight) still holds it then. When it works, that block's
+// loads hit L2 and the DRAM reads run while blocks wait at barriers; when it does not (the
+// lines are evicted first), the same bytes are read twice. A side probe on the H200 measured it
+// faster than rung 10 on every fp32 row length it tried from 64 KB to 1 MB, and slower on every
+// bf16 one from 128 to 512 KB, wherever the hint was issued: the host sends 16-bit rows to
+// rung 11 (why the hint hurts them is lab 02's open question).
+#define SOFTMAX12_CLUSTER(THREADS, CLUSTER)                                                  \
+    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)    \
+        softmax_kernel12_t##THREADS##_c##CLUSTER##_f32(const float* x, float* y, long long N, \
+                                                       int per_block, long long M, int ahead) { \
+        softmax10<float, THREADS, CLUSTER, true>(x, y, N, per_block, M, ahead);              \
+    }
+#define SOFTMAX12_SINGLE(THREADS)                                                            \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                    \
+        softmax_kernel12_t##THREADS##_c1_f32(const float* x, float* y, long long N,          \
+                                             int per_block, long long M, int ahead) {        \
+        softmax10<float, THREADS, 1, true>(x, y, N, per_block, M, ahead);                    \
+    }
+// Kernel 10's launch shapes (slices.py).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+SOFTMAX12_SINGLE(128) SOFTMAX12_SINGLE(256) SOFTMAX12_SINGLE(512)
+SOFTMAX12_CLUSTER(256, 2) SOFTMAX12_CLUSTER(512, 2) SOFTMAX12_CLUSTER(256, 4)
+SOFTMAX12_CLUSTER(256, 8) SOFTMAX12_CLUSTER(512, 8)
+#endif
+// --8<-- [end:kernel12]
