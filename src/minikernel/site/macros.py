@@ -149,10 +149,16 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         return render.figure(f, sel, field, lang(), href(op, f.slug), repo_url)
 
     @env.macro
-    def value(op: str, sel: dict, field: str = "GBps", gpu: str | None = None) -> str:
-        """One measured value, formatted, with no provenance (for use next to a figure())."""
+    def value(
+        op: str, sel: dict, field: str = "GBps", gpu: str | None = None, raw: bool = False
+    ) -> Any:
+        """One measured value, formatted, with no provenance (for use next to a figure());
+        ``raw=True`` gives the number itself, for a page's conditions (which sentence a
+        result supports), never for display."""
         f = load(op, gpu)
         rec = data.one(f, **sel)
+        if raw:
+            return rec[field]
         return render.format_value(field, rec.get(field), lang())
 
     @env.macro
