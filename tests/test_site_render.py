@@ -377,3 +377,10 @@ def test_host_bound_times_are_marked() -> None:
     slow["source_hash"] = "sha256:" + "0" * 64  # stale and host-bound: both marks, both notes
     md = render.pivot_table(f, field="median_us", lang="en", href="r.json", best="min")
     assert " † ‡" in md and "mk-stale-note" in md and "mk-hostbound-note" in md
+
+
+def test_clock_and_power_fields_format_with_units() -> None:
+    """The lab's clock fields (bench/clocks.py) read as a clock and a power in both languages."""
+    assert render.format_value("sm_mhz", 1980, "en") == "1,980 MHz"
+    assert render.format_value("sm_mhz", 1418.0, "es") == "1418 MHz"
+    assert render.format_value("power_w", 699.6, "en") == "700 W"

@@ -13,11 +13,13 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from . import ceilings as _ceilings
+from .clocks import ClockSampler
 from .env import collect_env, gpu_slug
 from .results import RESULTS_DIR, SCHEMA_VERSION, results_path, write_atomic
 from .timing import time_gpu
@@ -74,6 +76,11 @@ class Lab:
         self.root = Path(root or os.environ.get("MINIKERNEL_RESULTS_DIR") or RESULTS_DIR)
         self.env = collect_env()
         self.ceilings = _ceilings.measure()
+        # The SM clock and board power behind each record (clocks.py): where a run reaches the
+        # power limit, the same kernel can time differently as the clock drops.
+        import torch
+
+        self.clocks = ClockSampler(torch.cuda.current_device())
         self.records: list[dict[str, Any]] = []
         self.ncu: list[dict[str, Any]] = []
         self.extra: dict[str, Any] = {"lab": lab_file} if lab_file else {}
@@ -112,7 +119,9 @@ class Lab:
     ) -> dict[str, Any]:
         """Time ``run`` and append a record. GB/s from ``bytes``, TFLOP/s from ``flops``;
         ``frac_of_ceiling`` against the copy ceiling (memory-bound) or ``ceiling``."""
+        t0 = time.monotonic()
         t = time_gpu(run, graph=graph, rep_ms=rep_ms)
+        clock = self.clocks.window(t0, time.monotonic())
         seconds = t.median_us * 1e-6
         gbps = bytes / seconds / 1e9 if bytes is not None else None
         tflops = flops / seconds / 1e12 if flops is not None else None
@@ -141,6 +150,8 @@ class Lab:
         }
         if t.host_us is not None:
             rec["host_us"] = round(t.host_us, 3)
+        if clock is not None:
+            rec.update(clock)
         if ceiling not in ("copy_GBps", "bf16_mm_TFLOPs"):
             rec["ceiling"] = ceiling
         self.records.append(rec)
@@ -148,7 +159,12 @@ class Lab:
         print(
             f"[{self.op}] {impl:<14} {dtype_name:<9} {pass_:<7} {shape!s:<22} "
             f"{t.median_us:10.2f} us  {rate}  {100 * (frac or 0):5.1f}%  ({t.method})"
-            + (f"  host {t.host_us:.1f} us per call" if t.host_us is not None else ""),
+            + (f"  host {t.host_us:.1f} us per call" if t.host_us is not None else "")
+            + (
+                f"  SM {clock['sm_mhz']} MHz{' (power cap)' if clock['power_capped'] else ''}"
+                if clock is not None
+                else ""
+            ),
             flush=True,
         )
         return rec

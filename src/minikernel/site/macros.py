@@ -158,7 +158,7 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         f = load(op, gpu)
         rec = data.one(f, **sel)
         if raw:
-            return rec[field]
+            return rec.get(field)
         return render.format_value(field, rec.get(field), lang())
 
     @env.macro

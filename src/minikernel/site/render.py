@@ -203,6 +203,8 @@ FIELDS = {
     "max_rel_err": lambda v, lang: fmt.number(v, lang, 2) if v >= 0.01 else f"{v:.1e}",
     "bytes": lambda v, lang: fmt.bytes_(v, lang),
     "peak_mem_bytes": lambda v, lang: fmt.bytes_(v, lang),
+    "sm_mhz": lambda v, lang: f"{fmt.integer(int(v), lang)} MHz",
+    "power_w": lambda v, lang: f"{fmt.integer(round(v), lang)} W",
 }
 
 

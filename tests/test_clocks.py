@@ -1,0 +1,57 @@
+"""The clock sampler behind each lab record (bench/clocks.py), on the CPU: a stand-in for
+nvidia-smi prints samples, and the sampler must place them in the right timing windows."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from minikernel.bench.clocks import ClockSampler, parse_line
+
+
+def test_parse_line() -> None:
+    s = parse_line("1980, 673.12, 0x0000000000000004\n", 1.0)
+    assert s is not None and (s.sm_mhz, s.power_w, s.reasons, s.t) == (1980.0, 673.12, 4, 1.0)
+    assert parse_line("1980, [N/A], 0x0\n", 1.0) is None  # power not reported
+    assert parse_line("Failed to initialize NVML\n", 1.0) is None
+    assert parse_line("\n", 1.0) is None
+
+
+STAND_IN = """
+import sys, time
+print("1500, 700.5, 0x0000000000000004", flush=True)   # capped
+print("garbage line", flush=True)
+print("1700, 690.0, 0x0000000000000000", flush=True)
+time.sleep(0.6)
+print("1980, 500.0, 0x0000000000000000", flush=True)
+time.sleep(30)
+"""
+
+
+def _wait_for(sampler: ClockSampler, n: int) -> None:
+    deadline = time.monotonic() + 10
+    while len(sampler.samples) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_window_summarises_the_samples_inside_it() -> None:
+    t0 = time.monotonic()
+    sampler = ClockSampler(command=[sys.executable, "-c", STAND_IN])
+    try:
+        _wait_for(sampler, 2)
+        t1 = time.monotonic()
+        _wait_for(sampler, 3)
+        first = sampler.window(t0, t1)
+        assert first == {"sm_mhz": 1600, "power_w": 700.5, "power_capped": True}
+        second = sampler.window(t1, time.monotonic())
+        assert second == {"sm_mhz": 1980, "power_w": 500.0, "power_capped": False}
+        assert sampler.window(t0 - 10, t0 - 5) is None  # nothing arrived then
+    finally:
+        sampler.close()
+    assert sampler._proc is not None and sampler._proc.poll() is not None  # stopped
+
+
+def test_no_nvidia_smi_means_no_clock_fields() -> None:
+    sampler = ClockSampler(command=["/nonexistent/nvidia-smi"])
+    assert sampler.window(0.0, time.monotonic()) is None
+    sampler.close()
