@@ -325,10 +325,11 @@ section_done("N sweep")
 #
 # Then the long rows, where the best kernels stay furthest from the ceiling: the row-once cluster
 # rung (cuda:10) and the looping rung (cuda:8, which reads part of each row twice) at 32768 x
-# 65536 bf16, and the prefetching rung (cuda:12) at 8192 x 65536 fp32, where its DRAM bytes
+# 65536 bf16, the prefetching rung (cuda:12) at 8192 x 65536 fp32, where its DRAM bytes
 # tell whether the rows it asked L2 for were still there when read (the model's bytes) or
-# were read twice; each unless it was already profiled above (one excerpt per implementation
-# keeps every page's reference to an excerpt unambiguous).
+# were read twice, and QuACK at 32768 x 65536 bf16, whose instructions per byte set beside
+# cuda:10's say how much leaner its inner loop is; each unless it was already profiled above
+# (one excerpt per implementation keeps every page's reference to an excerpt unambiguous).
 
 # %% [markdown] lang="es"
 # ## 5. Perfilar
@@ -343,9 +344,10 @@ section_done("N sweep")
 # clusters que lee cada fila una vez (cuda:10) y el que recorre la fila en bucle (cuda:8, que lee
 # parte de cada fila dos veces) con 32768 x 65536 bf16, y el peldaño que precarga en L2
 # (cuda:12) con 8192 x 65536 fp32, donde sus bytes de DRAM dicen si las filas que pidió a L2
-# seguían allí al leerlas (los bytes del modelo) o se leyeron dos veces; cada uno salvo si ya se
-# perfiló arriba (un extracto por implementación mantiene sin ambigüedad cada referencia de las
-# páginas a un extracto).
+# seguían allí al leerlas (los bytes del modelo) o se leyeron dos veces, y QuACK con 32768 x
+# 65536 bf16, cuyas instrucciones por byte, junto a las de cuda:10, dicen cuánto más ligero es
+# su bucle interno; cada uno salvo si ya se perfiló arriba (un extracto por implementación
+# mantiene sin ambigüedad cada referencia de las páginas a un extracto).
 
 # %%
 PROFILE_SHAPE, PROFILE_DTYPE = [32768, 4096], torch.bfloat16
@@ -386,6 +388,7 @@ LONG_CASES = [
     ("cuda:10", [32768, 65536], torch.bfloat16),
     ("cuda:8", [32768, 65536], torch.bfloat16),
     ("cuda:12", [8192, 65536], torch.float32),
+    ("quack", [32768, 65536], torch.bfloat16),
 ]
 for impl, shape, dtype in LONG_CASES:
     if impl in profiles:

@@ -34,3 +34,31 @@ def test_excerpt_compares_dram_bytes_with_the_model() -> None:
     rows = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in text.splitlines())
     assert rows["DRAM bytes / model"].strip() == "1.000"
     assert rows["global store sectors / request"].strip() == "18.00"
+
+
+# The same two kernels with the work-per-byte metrics: instructions, issue slots, SM clock.
+CSV_WORK = """"ID","Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","dram__bytes_write.sum","smsp__inst_executed.sum","smsp__issue_active.avg.pct_of_peak_sustained_active","sm__cycles_elapsed.avg.per_second"
+"","","nsecond","byte","byte","inst","%","cycle/second"
+"0","k1","3000","1,000","500","1,536","40","1,980,000,000"
+"1","k2","1000","200","100","512","80","1,500,000,000"
+"""
+
+
+def test_excerpt_counts_instructions_per_byte() -> None:
+    m = summarize(parse_raw_csv(CSV_WORK))
+    assert m["warp_instructions"] == 2048  # summed over the kernels
+    assert m["issue_active_pct"] == (40 * 3000 + 80 * 1000) / 4000  # time-weighted
+    assert m["sm_clock_hz"] == (1.98e9 * 3000 + 1.5e9 * 1000) / 4000
+    text = format_excerpt(m, model_bytes=2048)
+    rows = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in text.splitlines())
+    assert rows["warp instructions"].strip() == "2,048"
+    assert rows["warp instructions / KB of model"].strip() == "1024.0"
+    assert rows["issue slots busy"].strip() == "50.0 %"
+    assert rows["SM clock"].strip() == "1860 MHz"
+
+
+def test_excerpt_without_work_metrics_has_no_such_rows() -> None:
+    """Excerpts from before these metrics existed (the CSV above lacks them) show no rows for
+    them, rather than zeros."""
+    text = format_excerpt(summarize(parse_raw_csv(CSV)), model_bytes=1800)
+    assert "warp instructions" not in text and "SM clock" not in text

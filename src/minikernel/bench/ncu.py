@@ -40,6 +40,11 @@ METRICS: list[tuple[str, str]] = [
     ("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "st_sectors"),
     ("launch__grid_size", "grid_size"),
     ("launch__block_size", "block_size"),
+    # Work per byte: warp-level instructions issued, the share of the schedulers' issue slots
+    # in use, and the SM clock the kernel ran at (it drops at the power cap, see clocks.py).
+    ("smsp__inst_executed.sum", "warp_instructions"),
+    ("smsp__issue_active.avg.pct_of_peak_sustained_active", "issue_active_pct"),
+    ("sm__cycles_elapsed.avg.per_second", "sm_clock_hz"),
 ]
 STALL_PREFIX = "smsp__average_warps_issue_stalled_"
 STALL_SUFFIX = "_per_issue_active.ratio"
@@ -96,6 +101,11 @@ def parse_raw_csv(text: str) -> list[dict[str, Any]]:
     return kernels
 
 
+def _sum_or_none(per_kernel: list[dict[str, Any]], key: str) -> int | None:
+    vals = [m[key] for m in per_kernel if m[key] is not None]
+    return int(sum(vals)) if vals else None
+
+
 def summarize(kernels: list[dict[str, Any]]) -> dict[str, Any]:
     """Our metric names from ncu's rows: sums over kernels for time and bytes, the
     time-weighted mean for percentages, and the three largest stall reasons."""
@@ -147,6 +157,9 @@ def summarize(kernels: list[dict[str, Any]]) -> dict[str, Any]:
         "registers_per_thread": per_kernel[0]["registers_per_thread"],
         "grid_size": per_kernel[0]["grid_size"],
         "block_size": per_kernel[0]["block_size"],
+        "warp_instructions": _sum_or_none(per_kernel, "warp_instructions"),
+        "issue_active_pct": weighted("issue_active_pct"),
+        "sm_clock_hz": weighted("sm_clock_hz"),
         "top_stalls": [{"reason": s, "cycles_per_issue": round(v, 3)} for s, v in top],
     }
 
@@ -180,6 +193,16 @@ def format_excerpt(metrics: dict[str, Any], model_bytes: int | None) -> str:
     ):
         if metrics.get(key) is not None:
             rows.append((label, f"{metrics[key]:.2f}"))
+    # Excerpts taken before these metrics were collected do not have them.
+    if metrics.get("warp_instructions") is not None:
+        rows.append(("warp instructions", f"{metrics['warp_instructions']:,}"))
+        if model_bytes:
+            per_kb = metrics["warp_instructions"] * 1024 / model_bytes
+            rows.append(("warp instructions / KB of model", f"{per_kb:.1f}"))
+    if metrics.get("issue_active_pct") is not None:
+        rows.append(("issue slots busy", pct(metrics["issue_active_pct"])))
+    if metrics.get("sm_clock_hz") is not None:
+        rows.append(("SM clock", f"{metrics['sm_clock_hz'] / 1e6:.0f} MHz"))
     for i, s in enumerate(metrics["top_stalls"], 1):
         rows.append((f"stall #{i}", f"{s['reason']} ({s['cycles_per_issue']:.2f} cycles/issue)"))
     width = max(len(k) for k, _ in rows)
