@@ -458,6 +458,32 @@ def test_rung12_matches_with_and_without_prefetch(m: int, n: int, dtype: torch.d
     ).raise_if_failed()
 
 
+def test_rung13_plan() -> None:
+    """Rung 13 is rung 12's plan with rung 10's, 11's and 12's kernels swapped for the same
+    kernels with the two-instruction exponential: same grid, block, shared memory, slices and
+    prefetch distance; shapes rung 12 hands to rungs 7 and 8 stay there."""
+    for m, n, dtype in [
+        (7, 600, torch.bfloat16),  # a warp per row
+        (3, 4097, torch.bfloat16),  # a block per row
+        (5, 16384, torch.bfloat16),  # one 32 KB slice
+        (32768, 65536, torch.bfloat16),  # a cluster, no prefetch
+        (8192, 262144, torch.float32),  # a cluster with rung 12's prefetch
+    ]:
+        p12 = ck.plan(12, m, n, dtype, ck.H200)
+        p13 = ck.plan(13, m, n, dtype, ck.H200)
+        assert p13.rung == 13 and p13.kernel.startswith("softmax_kernel13_")
+        assert p13.kernel.split("_", 2)[2] == p12.kernel.split("_", 2)[2]  # same launch shape
+        assert (p13.grid, p13.block, p13.smem, p13.per_block, p13.ahead, p13.takes_m) == (
+            p12.grid,
+            p12.block,
+            p12.smem,
+            p12.per_block,
+            p12.ahead,
+            p12.takes_m,
+        )
+    assert ck.plan(13, 3, 65536, torch.float32, SM80).kernel == "softmax_kernel8_f32"
+
+
 def test_every_planned_kernel_exists() -> None:
     """Each name a plan can produce is an extern "C" kernel of softmax.cu (for sm_90)."""
     from minikernel.cuda import compile_file
@@ -502,7 +528,9 @@ def test_every_planned_kernel_exists() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("impl", ["cuda:5", "cuda:7", "cuda:9", "cuda:10", "cuda:11", "cuda:12"])
+@pytest.mark.parametrize(
+    "impl", ["cuda:5", "cuda:7", "cuda:9", "cuda:10", "cuda:11", "cuda:12", "cuda:13"]
+)
 def test_misaligned_input_and_output(impl: str) -> None:
     """x and out at different addresses modulo 16: the vector rungs copy x to match out."""
     n = 781

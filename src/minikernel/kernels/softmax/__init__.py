@@ -1,7 +1,7 @@
 """Softmax along one dimension: a ladder of CUDA C kernels, two Triton kernels and a dispatcher.
 
 Public entry point: :func:`softmax`. ``VARIANTS`` lists the implementations by registry key
-(``cuda:1`` ... ``cuda:12``, ``triton:1``, ``triton:2``); ``"numpy"`` is the CPU fallback.
+(``cuda:1`` ... ``cuda:13``, ``triton:1``, ``triton:2``); ``"numpy"`` is the CPU fallback.
 """
 
 from __future__ import annotations
@@ -114,6 +114,7 @@ _CUDA_SUMMARIES = {
     10: "the row staged in shared memory, over a cluster when long; one exp per pass",
     11: "rows under 16 KB in registers with one exp per element; longer rows as rung 10",
     12: "rung 11, with an L2 prefetch ~8 MB of rows ahead on fp32 rows of 16 KB and more",
+    13: "rung 12 with a two-instruction exponential (ex2.approx.ftz)",
 }
 
 VARIANTS: dict[str, Variant] = {

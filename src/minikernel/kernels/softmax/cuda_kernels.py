@@ -12,7 +12,8 @@ short rows) -> cuda:6 (block per row, row in registers); cuda:10 (the row in sha
 over a cluster when long) -> cuda:8 for rows past its clusters, cuda:7 for short rows;
 cuda:11 (rungs 7 and 6 with one exponential per element) -> cuda:10 for rows of 16 KB and more;
 cuda:12 runs cuda:11's choice, with rung 10's fp32 kernels swapped for rung 12's (the same
-kernels plus an L2 prefetch of a row further down).
+kernels plus an L2 prefetch of a row further down); cuda:13 runs cuda:12's choice with a cheaper
+exponential in each of its kernels.
 """
 
 from __future__ import annotations
@@ -229,6 +230,19 @@ def _plan12(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
     return dataclasses.replace(p, rung=12, kernel=name, ahead=prefetch_rows(n, dtype))
 
 
+def _plan13(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
+    """Kernel 13: rung 12's plan with its kernels (rung 11's, rung 10's, rung 12's) swapped for
+    the same kernels built with the two-instruction exponential; rung 7 and rung 8, where rung
+    12 hands a shape to them, stay as they are. The kernels for rows of 16 KB and more all take
+    (x, y, N, per_block, M, ahead) (``ahead`` unused on 16-bit rows); the shorter ones (x, y, M,
+    N), like kernel 11."""
+    p = _plan12(m, n, dtype, dev)
+    if p.rung not in (10, 11, 12):
+        return p
+    name = re.sub(r"^softmax_kernel1[012]_", "softmax_kernel13_", p.kernel)
+    return dataclasses.replace(p, rung=13, kernel=name)
+
+
 _PLANNERS = {
     1: _plan1,
     2: functools.partial(_plan_smem, 2),
@@ -242,6 +256,7 @@ _PLANNERS = {
     10: plan10,
     11: _plan11,
     12: _plan12,
+    13: _plan13,
 }
 RUNGS = tuple(_PLANNERS)
 
@@ -323,7 +338,7 @@ def launch(rung: int, x: torch.Tensor, y: torch.Tensor, p: Plan | None = None) -
         args: tuple = (x, y, ctypes.c_int64(m), ctypes.c_int64(n))
     elif p.rung == 10:
         args = (x, y, ctypes.c_int64(n), ctypes.c_int32(p.per_block))
-    elif p.rung == 12:
+    elif p.rung in (12, 13):
         args = (
             x,
             y,

@@ -67,6 +67,6 @@ def tolerances(impl: str, n: int) -> dict[torch.dtype, tuple[float, float]]:
     """
     if impl in ("cuda:1", "cuda:2") and n > 32768:
         return {**TOLERANCES, torch.float32: (1e-12, max(1e-4, n * 2.0**-24 / 64))}
-    if impl in ("cuda:10", "cuda:11", "cuda:12") and n > 32768:  # 11, 12: rung 10's kernels there
+    if impl in ("cuda:10", "cuda:11", "cuda:12", "cuda:13") and n > 32768:  # rung 10's kernels
         return {**TOLERANCES, torch.float16: (1.2e-7, 2e-3), torch.bfloat16: (1e-12, 1.6e-2)}
     return TOLERANCES

@@ -219,6 +219,33 @@ __device__ __forceinline__ Vec<T> normalize_vec(Vec<T> v, float m, float inv) {
     return v;
 }
 
+// --8<-- [start:exp]
+// e^d two ways. __expf(d) is ex2.approx.f32(d * log2 e), and since this file is compiled
+// without -ftz (flush-to-zero), the compiler wraps that MUFU.EX2 in a compare and two
+// predicated multiplies that keep results below 2^-126 (fp32's smallest normal number) exact
+// as subnormals: four instructions per exponential besides the multiply. Rung 13 asks for
+// ex2.approx.ftz.f32, which flushes those results to zero instead, and is one multiply and
+// one MUFU.EX2. A softmax output that small is below 1.2e-38 times the row's largest one: in
+// fp32 it becomes 0 instead of a subnormal, and in 16-bit outputs it was 0 already.
+template <bool FAST>
+__device__ __forceinline__ float mk_exp(float d) {
+    if constexpr (FAST) {
+        float r;
+        asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d * 1.4426950408889634f));
+        return r;
+    } else {
+        return __expf(d);
+    }
+}
+// --8<-- [end:exp]
+
+template <typename T, bool FAST>
+__device__ __forceinline__ Vec<T> normalize_vec_exp(Vec<T> v, float m, float inv) {
+#pragma unroll
+    for (int k = 0; k < Vec<T>::N; ++k) v.v[k] = from_float<T>(mk_exp<FAST>(to_float(v.v[k]) - m) * inv);
+    return v;
+}
+
 // --------------------------------------------------------------------------------------------
 // GPU kernels
 // --------------------------------------------------------------------------------------------
@@ -742,7 +769,7 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int bytes) {
 // [rank * per_block, (rank + 1) * per_block) of the row's aligned body; block 0 also takes the
 // scalar edges.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-template <typename T, int THREADS, int CLUSTER, bool PREFETCH = false>
+template <typename T, int THREADS, int CLUSTER, bool PREFETCH = false, bool FAST_EXP = false>
 __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per_block,
                                           long long M = 0, int ahead = 0) {
     constexpr int VN = Vec<T>::N;
@@ -775,12 +802,12 @@ __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per
     // of x; then the block's and the cluster's (max, sum)
     constexpr bool KEEP_P = CLUSTER > 1;
     const float shift = safe_shift(m);
-    float sum = __expf(e - shift);
+    float sum = mk_exp<FAST_EXP>(e - shift);
     for (int i = tid; i < s.count; i += THREADS) {
         Vec<T> v = slice[i];
 #pragma unroll
         for (int k = 0; k < VN; ++k) {
-            const float p = __expf(to_float(v.v[k]) - shift);
+            const float p = mk_exp<FAST_EXP>(to_float(v.v[k]) - shift);
             sum += p;
             if (KEEP_P) v.v[k] = from_float<T>(p);
         }
@@ -804,18 +831,18 @@ __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per
     // m_t = -inf and p = 0: its factor is 0 (not exp(0 - m), which overflows for m < -88); when
     // the whole row is -inf, s = 0 and 0 * (1 / 0) = NaN, torch's answer for that row.
     const float inv = 1.f / t.s;
-    const float f = (m == MK_NEG_INF ? 0.f : __expf(m - t.m)) * inv;
+    const float f = (m == MK_NEG_INF ? 0.f : mk_exp<FAST_EXP>(m - t.m)) * inv;
     for (int i = tid; i < s.count; i += THREADS) {
         Vec<T> v = slice[i];
         if (KEEP_P) {
 #pragma unroll
             for (int k = 0; k < VN; ++k) v.v[k] = from_float<T>(to_float(v.v[k]) * f);
         } else {
-            v = normalize_vec(v, t.m, inv);
+            v = normalize_vec_exp<T, FAST_EXP>(v, t.m, inv);
         }
         store_vec(yb + static_cast<long long>(i) * VN, v);
     }
-    if (tid < n_edge) yr[e_idx] = from_float<T>(__expf(e - t.m) * inv);
+    if (tid < n_edge) yr[e_idx] = from_float<T>(mk_exp<FAST_EXP>(e - t.m) * inv);
 }
 
 #define SOFTMAX10_CLUSTER(SUFFIX, T, THREADS, CLUSTER)                                       \
@@ -867,7 +894,7 @@ MK_FOR_EACH_DTYPE(SOFTMAX10_SIZES)
 // far slower in fp32. Rung 6, the same loads without the one-exponential change, was slower
 // with plain loads and stores in a probe of the previous session, so the ladder keeps .cs there.
 // We have measured this, not explained it; lab 03 says why hints are measured kernel by kernel.
-template <int VPT, int VN>
+template <int VPT, int VN, bool FAST = false>
 __device__ __forceinline__ MaxSum chunk_ms_keep(float (&f)[VPT][VN], float e, float& e_p) {
     float m = e;
 #pragma unroll
@@ -876,13 +903,13 @@ __device__ __forceinline__ MaxSum chunk_ms_keep(float (&f)[VPT][VN], float e, fl
         for (int k = 0; k < VN; ++k) m = fmaxf(m, f[j][k]);
     }
     const float shift = safe_shift(m);
-    e_p = __expf(e - shift);
+    e_p = mk_exp<FAST>(e - shift);
     float s = e_p;
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
 #pragma unroll
         for (int k = 0; k < VN; ++k) {
-            f[j][k] = __expf(f[j][k] - shift);
+            f[j][k] = mk_exp<FAST>(f[j][k] - shift);
             s += f[j][k];
         }
     }
@@ -907,7 +934,7 @@ __device__ __forceinline__ void store_scaled(const float (&p)[VPT][Vec<T>::N], T
 
 // The row of one block (WARP_ROWS = false: THREADS threads, rung 6's layout) or of one warp
 // (WARP_ROWS = true: four rows per 128-thread block, rung 7's), VPT vectors per thread.
-template <typename T, int THREADS, int VPT, bool WARP_ROWS>
+template <typename T, int THREADS, int VPT, bool WARP_ROWS, bool FAST_EXP = false>
 __device__ __forceinline__ void softmax11(const T* x, T* y, long long M, long long N) {
     constexpr int VN = Vec<T>::N;
     constexpr int STRIDE = WARP_ROWS ? 32 : THREADS;
@@ -931,9 +958,9 @@ __device__ __forceinline__ void softmax11(const T* x, T* y, long long M, long lo
         e = to_float(xr[e_idx]);
     }
     float e_p;
-    const MaxSum mine = chunk_ms_keep(f, e, e_p);
+    const MaxSum mine = chunk_ms_keep<VPT, VN, FAST_EXP>(f, e, e_p);
     const MaxSum t = WARP_ROWS ? warp_ms(mine) : block_ms(mine, scratch);
-    const float scale = (mine.m == MK_NEG_INF ? 0.f : __expf(mine.m - t.m)) / t.s;
+    const float scale = (mine.m == MK_NEG_INF ? 0.f : mk_exp<FAST_EXP>(mine.m - t.m)) / t.s;
     store_scaled<T, VPT, STRIDE>(f, yr + sp.head, nvec, tid, scale);
     if (tid < n_edge) yr[e_idx] = from_float<T>(e_p * scale);
 }
@@ -997,3 +1024,54 @@ SOFTMAX12_CLUSTER(256, 2) SOFTMAX12_CLUSTER(512, 2) SOFTMAX12_CLUSTER(256, 4)
 SOFTMAX12_CLUSTER(256, 8) SOFTMAX12_CLUSTER(512, 8)
 #endif
 // --8<-- [end:kernel12]
+
+// --8<-- [start:kernel13]
+// Rung 12 (rung 11's kernels for rows under 16 KB, rung 10's above, with rung 12's prefetch on
+// fp32 rows) with the exponential above: the same loads, stores and merges, fewer instructions
+// per element. Written after a side profile on the H200 at 32768 x 65536 bf16 counted rung 10's
+// kernel at 2.3 times QuACK's warp instructions for the same bytes, with 71% of its issue
+// slots busy against QuACK's 36%, and the lab's records showed long bf16 rows at the board's
+// power cap with the SM clock lowered; its SASS spent six instructions on each exponential.
+#define SOFTMAX13_BLOCK(SUFFIX, T, THREADS)                                                  \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                    \
+        softmax_kernel13_t##THREADS##_##SUFFIX(const T* x, T* y, long long M, long long N) { \
+        softmax11<T, THREADS, 32 / Vec<T>::N, false, true>(x, y, M, N);                      \
+    }
+#define SOFTMAX13_WARP(SUFFIX, T, VPT)                                                       \
+    extern "C" __global__ void __launch_bounds__(128)                                        \
+        softmax_kernel13_v##VPT##_##SUFFIX(const T* x, T* y, long long M, long long N) {     \
+        softmax11<T, 128, VPT, true, true>(x, y, M, N);                                      \
+    }
+SOFTMAX13_BLOCK(f32, float, 64) SOFTMAX13_BLOCK(f32, float, 128)
+SOFTMAX13_BLOCK(f16, mk_half, 64) SOFTMAX13_BLOCK(f16, mk_half, 128)
+SOFTMAX13_BLOCK(f16, mk_half, 256)
+SOFTMAX13_BLOCK(bf16, mk_bf16, 64) SOFTMAX13_BLOCK(bf16, mk_bf16, 128)
+SOFTMAX13_BLOCK(bf16, mk_bf16, 256)
+SOFTMAX13_WARP(f32, float, 1) SOFTMAX13_WARP(f32, float, 2) SOFTMAX13_WARP(f32, float, 4)
+SOFTMAX13_WARP(f32, float, 8)
+SOFTMAX13_WARP(f16, mk_half, 1) SOFTMAX13_WARP(f16, mk_half, 2) SOFTMAX13_WARP(f16, mk_half, 4)
+SOFTMAX13_WARP(bf16, mk_bf16, 1) SOFTMAX13_WARP(bf16, mk_bf16, 2) SOFTMAX13_WARP(bf16, mk_bf16, 4)
+// Rows of 16 KB and more: kernel 10's launch shapes; fp32 with rung 12's prefetch, 16-bit
+// without (rung 12 sends those to rung 10). All take (x, y, N, per_block, M, ahead).
+#define SOFTMAX13_SLICE(SUFFIX, T, THREADS, CLUSTER, PF)                                     \
+    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)    \
+        softmax_kernel13_t##THREADS##_c##CLUSTER##_##SUFFIX(                                 \
+            const T* x, T* y, long long N, int per_block, long long M, int ahead) {          \
+        softmax10<T, THREADS, CLUSTER, PF, true>(x, y, N, per_block, M, ahead);              \
+    }
+#define SOFTMAX13_ONE(SUFFIX, T, THREADS, PF)                                                \
+    extern "C" __global__ void __launch_bounds__(THREADS) softmax_kernel13_t##THREADS##_c1_##SUFFIX( \
+        const T* x, T* y, long long N, int per_block, long long M, int ahead) {              \
+        softmax10<T, THREADS, 1, PF, true>(x, y, N, per_block, M, ahead);                    \
+    }
+#define SOFTMAX13_SLICES(SUFFIX, T, PF) \
+    SOFTMAX13_ONE(SUFFIX, T, 128, PF) SOFTMAX13_ONE(SUFFIX, T, 256, PF) \
+    SOFTMAX13_ONE(SUFFIX, T, 512, PF) SOFTMAX13_SLICE(SUFFIX, T, 256, 2, PF) \
+    SOFTMAX13_SLICE(SUFFIX, T, 512, 2, PF) SOFTMAX13_SLICE(SUFFIX, T, 256, 4, PF) \
+    SOFTMAX13_SLICE(SUFFIX, T, 256, 8, PF) SOFTMAX13_SLICE(SUFFIX, T, 512, 8, PF)
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+SOFTMAX13_SLICES(f32, float, true)
+SOFTMAX13_SLICES(f16, mk_half, false)
+SOFTMAX13_SLICES(bf16, mk_bf16, false)
+#endif
+// --8<-- [end:kernel13]
