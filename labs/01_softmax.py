@@ -327,8 +327,9 @@ section_done("N sweep")
 # rung (cuda:10) and the looping rung (cuda:8, which reads part of each row twice) at 32768 x
 # 65536 bf16, the prefetching rung (cuda:12) at 8192 x 65536 fp32, where its DRAM bytes
 # tell whether the rows it asked L2 for were still there when read (the model's bytes) or
-# were read twice, and QuACK at 32768 x 65536 bf16, whose instructions per byte set beside
-# cuda:10's say how much leaner its inner loop is; each unless it was already profiled above
+# were read twice, QuACK at 32768 x 65536 bf16, whose instructions per byte set beside
+# cuda:10's say how much leaner its inner loop is, and the register-slice rung (cuda:14) at the
+# same shape, which holds QuACK's slice shape in CUDA C; each unless it was already profiled above
 # (one excerpt per implementation keeps every page's reference to an excerpt unambiguous).
 
 # %% [markdown] lang="es"
@@ -346,8 +347,10 @@ section_done("N sweep")
 # (cuda:12) con 8192 x 65536 fp32, donde sus bytes de DRAM dicen si las filas que pidió a L2
 # seguían allí al leerlas (los bytes del modelo) o se leyeron dos veces, y QuACK con 32768 x
 # 65536 bf16, cuyas instrucciones por byte, junto a las de cuda:10, dicen cuánto más ligero es
-# su bucle interno; cada uno salvo si ya se perfiló arriba (un extracto por implementación
-# mantiene sin ambigüedad cada referencia de las páginas a un extracto).
+# su bucle interno, y el peldaño con el trozo en registros (cuda:14) con la misma forma, que
+# reproduce en CUDA C la forma de trozo de QuACK; cada uno salvo si ya se perfiló arriba (un
+# extracto por implementación mantiene sin ambigüedad cada referencia de las páginas a un
+# extracto).
 
 # %%
 PROFILE_SHAPE, PROFILE_DTYPE = [32768, 4096], torch.bfloat16
@@ -389,6 +392,7 @@ LONG_CASES = [
     ("cuda:8", [32768, 65536], torch.bfloat16),
     ("cuda:12", [8192, 65536], torch.float32),
     ("quack", [32768, 65536], torch.bfloat16),
+    ("cuda:14", [32768, 65536], torch.bfloat16),
 ]
 for impl, shape, dtype in LONG_CASES:
     if impl in profiles:

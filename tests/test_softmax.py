@@ -458,6 +458,34 @@ def test_rung12_matches_with_and_without_prefetch(m: int, n: int, dtype: torch.d
     ).raise_if_failed()
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("m", "n", "dtype", "special"),
+    [
+        (5, 8203, torch.bfloat16, False),  # two 16 KB slices, scalar edges in block 0
+        (33, 16392, torch.float16, False),  # one vector past 32 KB: two 32 KB slices, half full
+        (7, 65545, torch.bfloat16, False),  # eight slices, the last one shorter, edges
+        (3, 262147, torch.bfloat16, False),  # a cluster of 16 (the host's opt-in), edges
+        (4, 65541, torch.float32, False),  # fp32: sixteen 32 KB slices
+        (2, 262145, torch.float32, False),  # fp32: sixteen 64 KB slices of 512 threads
+        (8, 65545, torch.bfloat16, True),  # the special rows (-inf, +inf, NaN) over 8 blocks
+        (8, 262145, torch.float32, True),  # and over 16
+    ],
+)
+def test_rung14_register_slices(m: int, n: int, dtype: torch.dtype, special: bool) -> None:
+    """Each kernel 14 launch shape against the reference (the checker also catches writes
+    outside y), including empty and short last slices, edges and torch's NaN rows."""
+    if ck.plan(14, m, n, dtype, ck.device_facts(0)).rung != 14:
+        pytest.skip("no clusters on this GPU: cuda:14 runs rung 13's plan")
+    x = special_rows(n, dtype, "cuda") if special else make_inputs(m, n, dtype, "cuda", seed=n)
+    run_checked(
+        _run("cuda:14"), [x], reference(x), tolerances=tolerances("cuda:14", n), name="cuda:14"
+    ).raise_if_failed()
+    if special:
+        want_nan = torch.isnan(torch.softmax(x.float().cpu(), dim=-1))
+        assert torch.equal(torch.isnan(softmax(x, impl="cuda:14").float().cpu()), want_nan)
+
+
 def test_rung13_plan() -> None:
     """Rung 13 is rung 12's plan with rung 10's, 11's and 12's kernels swapped for the same
     kernels with the two-instruction exponential: same grid, block, shared memory, slices and
@@ -482,6 +510,42 @@ def test_rung13_plan() -> None:
             p12.takes_m,
         )
     assert ck.plan(13, 3, 65536, torch.float32, SM80).kernel == "softmax_kernel8_f32"
+
+
+def test_rung14_plan() -> None:
+    """Rung 14 takes 16-bit rows of more than 16 KB up to 512 KB and fp32 rows of more than
+    256 KB up to 1 MB, over the smallest cluster of 2, 4, 8 or 16 whose register slices hold
+    the row; everything else is rung 13's plan."""
+    for n, dtype, threads, k, cluster in [
+        (8200, torch.bfloat16, 256, 4, 2),  # just past 16 KB: two 16 KB slices
+        (16384, torch.float16, 256, 4, 2),  # 32 KB: still two 16 KB slices
+        (16392, torch.bfloat16, 256, 8, 2),  # just past 32 KB: two 32 KB slices
+        (65536, torch.bfloat16, 256, 8, 4),  # 128 KB
+        (65537, torch.bfloat16, 256, 8, 4),  # 128 KB of vectors and one edge element
+        (65544, torch.bfloat16, 256, 8, 8),  # one vector past 128 KB: the next cluster
+        (131072, torch.float16, 256, 8, 8),  # 256 KB
+        (262144, torch.bfloat16, 256, 8, 16),  # 512 KB: a cluster of 16 (host opts in)
+        (65540, torch.float32, 256, 8, 16),  # fp32 past 256 KB: 32 KB slices
+        (262144, torch.float32, 512, 8, 16),  # fp32 1 MB: sixteen 64 KB slices
+    ]:
+        p = ck.plan(14, 3, n, dtype, ck.H200)
+        vn = ck.vector_width(dtype)
+        assert p.rung == 14, (n, dtype, p)
+        assert p.kernel == f"softmax_kernel14_t{threads}_k{k}_c{cluster}_{ck.SUFFIX[dtype]}"
+        assert (p.grid, p.block, p.cluster, p.smem) == (3 * cluster, threads, cluster, 0)
+        assert p.per_block == -(-(n // vn) // cluster)
+        assert p.per_block <= threads * k  # each thread holds at most k vectors
+        assert cluster == 2 or (cluster // 2) * threads * k * 16 < (n // vn) * 16, n
+    for n, dtype in [
+        (8192, torch.bfloat16),  # 16 KB: rung 11's registers, one block or warp per row
+        (600, torch.bfloat16),
+        (65536, torch.float32),  # fp32 up to 256 KB: rung 12's prefetch
+        (16384, torch.float32),
+        (262152, torch.bfloat16),  # 16-bit past 512 KB: rung 10's kernels
+        (262148, torch.float32),  # fp32 past 1 MB
+    ]:
+        assert ck.plan(14, 3, n, dtype, ck.H200) == ck.plan(13, 3, n, dtype, ck.H200), n
+    assert ck.plan(14, 3, 65536, torch.bfloat16, SM80).kernel == "softmax_kernel8_bf16"
 
 
 def test_every_planned_kernel_exists() -> None:
@@ -529,7 +593,7 @@ def test_every_planned_kernel_exists() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    "impl", ["cuda:5", "cuda:7", "cuda:9", "cuda:10", "cuda:11", "cuda:12", "cuda:13"]
+    "impl", ["cuda:5", "cuda:7", "cuda:9", "cuda:10", "cuda:11", "cuda:12", "cuda:13", "cuda:14"]
 )
 def test_misaligned_input_and_output(impl: str) -> None:
     """x and out at different addresses modulo 16: the vector rungs copy x to match out."""
@@ -545,8 +609,8 @@ def test_misaligned_input_and_output(impl: str) -> None:
 @pytest.mark.gpu
 def test_default_impl_on_gpu_is_a_fused_kernel() -> None:
     x = torch.zeros(4, 600, device="cuda")
-    assert default_impl(x) in ("triton:1", "cuda:12")
-    assert default_impl(torch.zeros(2, 262144, device="cuda")) in ("cuda:12", "triton:2")
+    assert default_impl(x) in ("triton:1", "cuda:14")
+    assert default_impl(torch.zeros(2, 262144, device="cuda")) in ("cuda:14", "triton:2")
     y = make_inputs(64, 1000, torch.bfloat16, "cuda").t()  # non-contiguous, dim 0
     torch.testing.assert_close(
         softmax(y, dim=0).float(), torch.softmax(y.float(), dim=0), atol=1e-12, rtol=8e-3

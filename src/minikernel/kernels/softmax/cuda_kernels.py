@@ -13,7 +13,8 @@ over a cluster when long) -> cuda:8 for rows past its clusters, cuda:7 for short
 cuda:11 (rungs 7 and 6 with one exponential per element) -> cuda:10 for rows of 16 KB and more;
 cuda:12 runs cuda:11's choice, with rung 10's fp32 kernels swapped for rung 12's (the same
 kernels plus an L2 prefetch of a row further down); cuda:13 runs cuda:12's choice with a cheaper
-exponential in each of its kernels.
+exponential in each of its kernels; cuda:14 runs rows of 16 KB to 1 MB (fp32: from 256 KB)
+over a cluster with each block's slice in registers, and every other shape as cuda:13.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class Plan:
     takes_m: bool = False  # the kernel's parameters are (x, y, M, N) rather than (x, y, N)
     per_block: int = 0  # kernels 10, 12: vectors of the row each block of a cluster holds
     ahead: int = 0  # kernel 12: rows between a block's row and the one whose slice it prefetches
+    cluster: int = 1  # blocks per cluster where the host must opt in (more than 8: kernel 14)
 
 
 def vector_width(dtype: torch.dtype) -> int:
@@ -243,6 +245,45 @@ def _plan13(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
     return dataclasses.replace(p, rung=13, kernel=name)
 
 
+KERNEL14_SLICES = ((32 << 10, 256, 4), (512 << 10, 256, 8), (1 << 20, 512, 8))
+"""(rows up to this many bytes, threads, vectors per thread) for kernel 14: 16 KB slices over
+two blocks up to 32 KB, 32 KB slices over 2 to 16 blocks up to 512 KB, 64 KB slices over 16
+blocks up to 1 MB (fp32 only: a 16-bit 64 KB slice would need ~100 registers per thread)."""
+KERNEL14_CLUSTERS = (2, 4, 8, 16)
+KERNEL14_FP32_FROM = 256 << 10
+"""fp32 rows up to this many bytes stay with rung 12's prefetch, level with the register slice
+in the side probe that chose these shapes (the docstring of :func:`_plan14`)."""
+
+
+def _plan14(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
+    """Kernel 14: the cluster slice in registers (softmax.cu) for 16-bit rows of more than 16 KB
+    up to 512 KB and fp32 rows of more than 256 KB up to 1 MB; every other shape where rung 13
+    sends it. The cluster is the smallest of 2, 4, 8, 16 whose slices hold the row; a cluster of
+    16 needs the host's opt-in (``Plan.cluster``). A side probe on the H200 (aligned rows, one
+    run each) chose the shapes: QuACK's 256 threads x 8 vectors with p kept in fp32 was the
+    fastest of the register layouts it timed at bf16 rows of 64 KB to 512 KB; at 32 KB, two
+    16 KB blocks beat one 32 KB block; fp32 rows gained from 512 KB up. Takes (x, y, N,
+    per_block), like kernel 10."""
+    p = _plan13(m, n, dtype, dev)
+    vn = vector_width(dtype)
+    nbytes = (n // vn) * 16
+    wide = dtype == torch.float32
+    if dev.cc < (9, 0) or nbytes <= KERNEL10_MIN_SLICE or (wide and nbytes <= KERNEL14_FP32_FROM):
+        return p
+    for most, threads, k in KERNEL14_SLICES:
+        if nbytes <= most and (wide or threads * k * 16 <= 32 << 10):
+            break
+    else:
+        return p
+    slice_bytes = threads * k * 16
+    cluster = next(c for c in KERNEL14_CLUSTERS if c * slice_bytes >= nbytes)
+    if m * cluster > _INT32_MAX:
+        return p
+    nvec = n // vn
+    name = f"softmax_kernel14_t{threads}_k{k}_c{cluster}_{SUFFIX[dtype]}"
+    return Plan(14, name, m * cluster, threads, per_block=-(-nvec // cluster), cluster=cluster)
+
+
 _PLANNERS = {
     1: _plan1,
     2: functools.partial(_plan_smem, 2),
@@ -257,6 +298,7 @@ _PLANNERS = {
     11: _plan11,
     12: _plan12,
     13: _plan13,
+    14: _plan14,
 }
 RUNGS = tuple(_PLANNERS)
 
@@ -271,7 +313,7 @@ def plan(rung: int, m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Pla
         raise _refuse(
             rung, "one block per row, and a grid has at most 2^31 - 1 blocks", m, n, dtype
         )
-    if rung in (5, 6, 7, 9, 10, 11, 12) and n > _INT32_MAX:
+    if rung in (5, 6, 7, 9, 10, 11, 12, 13, 14) and n > _INT32_MAX:
         raise _refuse(rung, "it indexes a row with 32-bit integers", m, n, dtype)
     try:
         return _PLANNERS[rung](m, n, dtype, dev)
@@ -336,7 +378,7 @@ def launch(rung: int, x: torch.Tensor, y: torch.Tensor, p: Plan | None = None) -
         x = match_alignment(x, y)
     if p.takes_m:
         args: tuple = (x, y, ctypes.c_int64(m), ctypes.c_int64(n))
-    elif p.rung == 10:
+    elif p.rung in (10, 14):
         args = (x, y, ctypes.c_int64(n), ctypes.c_int32(p.per_block))
     elif p.rung in (12, 13):
         args = (
@@ -350,5 +392,7 @@ def launch(rung: int, x: torch.Tensor, y: torch.Tensor, p: Plan | None = None) -
     else:
         args = (x, y, ctypes.c_int64(n))
     with torch.cuda.device(index):
-        _kernel(p.kernel, index)(p.grid, p.block, args, shared_mem=p.smem)
+        kernel = _kernel(p.kernel, index)
+        kernel.allow_cluster_size(p.cluster)  # nothing to do up to 8
+        kernel(p.grid, p.block, args, shared_mem=p.smem)
     return y

@@ -24,6 +24,11 @@
 //   softmax_kernel12 kernel10 plus a hint: once a block has its slice, it asks L2 to fetch the same
 //                    slice of a row ~8 MB further down the matrix (prefetch.global.L2), which a
 //                    block launched later will read; fp32 rows of 16 KB and more
+//   softmax_kernel13 kernel12 with fewer instructions per element: exp as ex2.approx.ftz (no
+//                    subnormal fix-up around it) and bf16 elements widened with one LOP3
+//   softmax_kernel14 long rows split over a cluster again, each block's slice in registers in
+//                    QuACK's shape (256 threads x 8 vectors, p kept in fp32); 16-bit rows of
+//                    16-512 KB, fp32 rows of 256 KB-1 MB; other rows as kernel13
 //
 // Byte model: read x once, write y once: 2 * M * N * sizeof(T) bytes. Softmax does ~5 flops per
 // element, so at any size that fills the GPU it is memory-bound and its speed limit is DRAM
@@ -53,6 +58,13 @@
 //                  128 KB and more (its blocks sit at the cluster barrier with no load in flight)
 //                  and a side probe of the hint at six long-row shapes: from kernel10's level
 //                  (no gain, if L2 keeps nothing) to the copy ceiling (if every later read hits L2)
+//   kernel13       written after a side ncu profile at 32768 x 65536 bf16 counted kernel10's warp
+//                  instructions at 2.3 times QuACK's, with 71% of its issue slots busy: if the
+//                  issue slots are the limit, ~7% off the bf16 static instruction count should
+//                  show; if DRAM is, no change (the lab decides which)
+//   kernel14       written after kernel13 left the long bf16 rows where they were (so the issue
+//                  slots were not their limit) and RMSNorm's rung 4 gained from the same move to
+//                  registers: long 16-bit rows at QuACK's level, ~96% of the ceiling
 //
 // Special rows follow torch.softmax: a row holding NaN or +inf, or made only of -inf, gives NaN
 // everywhere; -inf elements in an otherwise finite row give 0. Every dtype is loaded, converted
@@ -237,13 +249,33 @@ __device__ __forceinline__ float mk_exp(float d) {
         return __expf(d);
     }
 }
+
+// x[k] of a vector as fp32. For bf16 an element is the top half of an fp32, so the generic
+// to_float(v.v[k]) shifts it up; for an odd k the compiler first moves the high half of the
+// 32-bit word down (a PRMT) and then shifts it back up (IMAD.U32): two instructions where one
+// LOP3 that clears the word's low half gives the same float. Rung 13 reads elements this way.
+template <typename T> __device__ __forceinline__ float lean_elem(const Vec<T>& v, int k) {
+    return to_float(v.v[k]);
+}
+__device__ __forceinline__ float lean_elem(const Vec<mk_bf16>& v, int k) {
+    const unsigned w = reinterpret_cast<const unsigned*>(&v)[k >> 1];
+    return __uint_as_float((k & 1) ? (w & 0xffff0000u) : (w << 16));
+}
+template <bool LEAN, typename T> __device__ __forceinline__ float elem(const Vec<T>& v, int k) {
+    if constexpr (LEAN) {
+        return lean_elem(v, k);
+    } else {
+        return to_float(v.v[k]);
+    }
+}
 // --8<-- [end:exp]
 
-template <typename T, bool FAST>
-__device__ __forceinline__ Vec<T> normalize_vec_exp(Vec<T> v, float m, float inv) {
+template <typename T, bool LEAN>
+__device__ __forceinline__ Vec<T> normalize_vec_lean(const Vec<T>& v, float m, float inv) {
+    Vec<T> o;
 #pragma unroll
-    for (int k = 0; k < Vec<T>::N; ++k) v.v[k] = from_float<T>(mk_exp<FAST>(to_float(v.v[k]) - m) * inv);
-    return v;
+    for (int k = 0; k < Vec<T>::N; ++k) o.v[k] = from_float<T>(mk_exp<LEAN>(elem<LEAN>(v, k) - m) * inv);
+    return o;
 }
 
 // --------------------------------------------------------------------------------------------
@@ -424,7 +456,7 @@ MK_FOR_EACH_DTYPE(SOFTMAX5)
 // per thread); max and sum are then two cheap passes over registers with one exp per element,
 // and only the final (max, sum) pair crosses threads, in one block reduction. Rows up to
 // THREADS * 32 elements. Indices are 32-bit: the host sends rows shorter than 2^31 here.
-template <typename T, int VPT, int STRIDE, bool STREAM = true>
+template <typename T, int VPT, int STRIDE, bool STREAM = true, bool LEAN = false>
 __device__ __forceinline__ void load_chunk(float (&f)[VPT][Vec<T>::N], const T* xb, int first,
                                            int nvec, int tid) {
     constexpr int VN = Vec<T>::N;
@@ -435,7 +467,7 @@ __device__ __forceinline__ void load_chunk(float (&f)[VPT][Vec<T>::N], const T* 
             const T* src = xb + static_cast<long long>(i) * VN;
             const Vec<T> r = STREAM ? load_vec(src) : load_vec_plain(src);
 #pragma unroll
-            for (int k = 0; k < VN; ++k) f[j][k] = to_float(r.v[k]);
+            for (int k = 0; k < VN; ++k) f[j][k] = elem<LEAN>(r, k);
         } else {
 #pragma unroll
             for (int k = 0; k < VN; ++k) f[j][k] = MK_NEG_INF;  // adds exp(-inf) = 0 to the sum
@@ -769,7 +801,7 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int bytes) {
 // [rank * per_block, (rank + 1) * per_block) of the row's aligned body; block 0 also takes the
 // scalar edges.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-template <typename T, int THREADS, int CLUSTER, bool PREFETCH = false, bool FAST_EXP = false>
+template <typename T, int THREADS, int CLUSTER, bool PREFETCH = false, bool LEAN = false>
 __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per_block,
                                           long long M = 0, int ahead = 0) {
     constexpr int VN = Vec<T>::N;
@@ -791,7 +823,7 @@ __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per
     float m = MK_NEG_INF;
     stage_vectors<T, THREADS>(xb, slice, s.count, [&](const Vec<T>& v) {
 #pragma unroll
-        for (int k = 0; k < VN; ++k) m = fmaxf(m, to_float(v.v[k]));
+        for (int k = 0; k < VN; ++k) m = fmaxf(m, elem<LEAN>(v, k));
     });
     if (PREFETCH && row + ahead < M) prefetch_l2<THREADS>(xb + ahead * N, s.count * 16);
     const int n_edge = rank == 0 ? sp.head + sp.tail : 0;  // block 0 also takes the edges
@@ -802,16 +834,17 @@ __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per
     // of x; then the block's and the cluster's (max, sum)
     constexpr bool KEEP_P = CLUSTER > 1;
     const float shift = safe_shift(m);
-    float sum = mk_exp<FAST_EXP>(e - shift);
+    float sum = mk_exp<LEAN>(e - shift);
     for (int i = tid; i < s.count; i += THREADS) {
-        Vec<T> v = slice[i];
+        const Vec<T> v = slice[i];
+        Vec<T> o;  // a separate vector: writing p over v would tie each pair's halves together
 #pragma unroll
         for (int k = 0; k < VN; ++k) {
-            const float p = mk_exp<FAST_EXP>(to_float(v.v[k]) - shift);
+            const float p = mk_exp<LEAN>(elem<LEAN>(v, k) - shift);
             sum += p;
-            if (KEEP_P) v.v[k] = from_float<T>(p);
+            if (KEEP_P) o.v[k] = from_float<T>(p);
         }
-        if (KEEP_P) slice[i] = v;  // read back in step 3 by this same thread: no barrier needed
+        if (KEEP_P) slice[i] = o;  // read back in step 3 by this same thread: no barrier needed
     }
     MaxSum t;
     if (CLUSTER > 1) {  // each warp's pair goes to every block of the cluster (cluster.cuh)
@@ -831,18 +864,19 @@ __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per
     // m_t = -inf and p = 0: its factor is 0 (not exp(0 - m), which overflows for m < -88); when
     // the whole row is -inf, s = 0 and 0 * (1 / 0) = NaN, torch's answer for that row.
     const float inv = 1.f / t.s;
-    const float f = (m == MK_NEG_INF ? 0.f : mk_exp<FAST_EXP>(m - t.m)) * inv;
+    const float f = (m == MK_NEG_INF ? 0.f : mk_exp<LEAN>(m - t.m)) * inv;
     for (int i = tid; i < s.count; i += THREADS) {
-        Vec<T> v = slice[i];
+        const Vec<T> v = slice[i];
+        Vec<T> o;
         if (KEEP_P) {
 #pragma unroll
-            for (int k = 0; k < VN; ++k) v.v[k] = from_float<T>(to_float(v.v[k]) * f);
+            for (int k = 0; k < VN; ++k) o.v[k] = from_float<T>(elem<LEAN>(v, k) * f);
         } else {
-            v = normalize_vec_exp<T, FAST_EXP>(v, t.m, inv);
+            o = normalize_vec_lean<T, LEAN>(v, t.m, inv);
         }
-        store_vec(yb + static_cast<long long>(i) * VN, v);
+        store_vec(yb + static_cast<long long>(i) * VN, o);
     }
-    if (tid < n_edge) yr[e_idx] = from_float<T>(mk_exp<FAST_EXP>(e - t.m) * inv);
+    if (tid < n_edge) yr[e_idx] = from_float<T>(mk_exp<LEAN>(e - t.m) * inv);
 }
 
 #define SOFTMAX10_CLUSTER(SUFFIX, T, THREADS, CLUSTER)                                       \
@@ -934,7 +968,7 @@ __device__ __forceinline__ void store_scaled(const float (&p)[VPT][Vec<T>::N], T
 
 // The row of one block (WARP_ROWS = false: THREADS threads, rung 6's layout) or of one warp
 // (WARP_ROWS = true: four rows per 128-thread block, rung 7's), VPT vectors per thread.
-template <typename T, int THREADS, int VPT, bool WARP_ROWS, bool FAST_EXP = false>
+template <typename T, int THREADS, int VPT, bool WARP_ROWS, bool LEAN = false>
 __device__ __forceinline__ void softmax11(const T* x, T* y, long long M, long long N) {
     constexpr int VN = Vec<T>::N;
     constexpr int STRIDE = WARP_ROWS ? 32 : THREADS;
@@ -949,7 +983,7 @@ __device__ __forceinline__ void softmax11(const T* x, T* y, long long M, long lo
     const RowSplit sp = split_row(xr, N);
     const int nvec = static_cast<int>(sp.nvec);
     float f[VPT][VN];
-    load_chunk<T, VPT, STRIDE, false>(f, xr + sp.head, 0, nvec, tid);  // plain loads (above)
+    load_chunk<T, VPT, STRIDE, false, LEAN>(f, xr + sp.head, 0, nvec, tid);  // plain loads (above)
     const int n_edge = sp.head + sp.tail;  // < 16 <= 32
     long long e_idx = 0;
     float e = MK_NEG_INF;
@@ -958,9 +992,9 @@ __device__ __forceinline__ void softmax11(const T* x, T* y, long long M, long lo
         e = to_float(xr[e_idx]);
     }
     float e_p;
-    const MaxSum mine = chunk_ms_keep<VPT, VN, FAST_EXP>(f, e, e_p);
+    const MaxSum mine = chunk_ms_keep<VPT, VN, LEAN>(f, e, e_p);
     const MaxSum t = WARP_ROWS ? warp_ms(mine) : block_ms(mine, scratch);
-    const float scale = (mine.m == MK_NEG_INF ? 0.f : mk_exp<FAST_EXP>(mine.m - t.m)) / t.s;
+    const float scale = (mine.m == MK_NEG_INF ? 0.f : mk_exp<LEAN>(mine.m - t.m)) / t.s;
     store_scaled<T, VPT, STRIDE>(f, yr + sp.head, nvec, tid, scale);
     if (tid < n_edge) yr[e_idx] = from_float<T>(e_p * scale);
 }
@@ -1075,3 +1109,108 @@ SOFTMAX13_SLICES(f16, mk_half, false)
 SOFTMAX13_SLICES(bf16, mk_bf16, false)
 #endif
 // --8<-- [end:kernel13]
+
+// --8<-- [start:kernel14]
+// Rung 14: kernel 10's cluster split with each block's slice held in registers, in the shape
+// QuACK uses for long rows: 256 threads x 8 vectors = 32 KB per block (for 16-bit rows of 16 to
+// 32 KB, 256 x 4 = 16 KB over two blocks; for fp32 rows of 512 KB to 1 MB, 512 x 8 = 64 KB over
+// sixteen), every load of the thread issued before the first is used, and p = exp(x - m_t)
+// kept in fp32 registers for the write, so each element costs one exponential and no second
+// rounding. A 16-bit slice takes 8 x 8 = 64 fp32 registers of p: 80 registers in all, three
+// blocks per SM. Rung 10 keeps three 64 KB slices in flight per SM in shared memory; this rung
+// holds half as many bytes, in registers, and uses rung 13's exponential and bf16 unpacking.
+// Why it is faster (where it is) is what lab 02 measures; the side probe that led here compared
+// the shapes in the comment of _plan14 (cuda_kernels.py). Block 0 also takes the scalar edges
+// of a row that is not 16-byte aligned; a cluster's last block may hold a shorter slice.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+template <typename T, int THREADS, int K, int CLUSTER>
+__device__ __forceinline__ void softmax14(const T* x, T* y, long long N, int per_block) {
+    constexpr int VN = Vec<T>::N;
+    __shared__ ClusterExchange<2, THREADS / 32, CLUSTER> xch;
+    const int tid = threadIdx.x;
+    const unsigned rank = cluster_rank();
+    exchange_open(xch);  // before the loads: the barrier's wait comes later
+    const long long row = blockIdx.x / CLUSTER;
+    const T* xr = x + row * N;
+    const RowSplit sp = split_row(xr, N);
+    const Slice s = slice_of(static_cast<int>(sp.nvec), per_block, rank);
+    const T* xb = xr + sp.head + static_cast<long long>(s.first) * VN;
+    T* yb = y + row * N + sp.head + static_cast<long long>(s.first) * VN;
+    Vec<T> v[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {  // all K loads in flight before any is used
+        const int i = tid + k * THREADS;
+        if (i < s.count) v[k] = load_vec_plain(xb + static_cast<long long>(i) * VN);
+    }
+    // Block 0 also takes the scalar edges; their index is worked out again for the store
+    // rather than kept across the exchange (one register pair fewer: no spill).
+    const bool edge = rank == 0 && tid < sp.head + sp.tail;
+    const float e = edge ? to_float(xr[edge_index(sp, tid, VN)]) : MK_NEG_INF;
+    // 1. the thread's max; 2. p = exp(x - m_t) in fp32 registers, and its sum
+    float m = e;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        if (tid + k * THREADS < s.count) {
+#pragma unroll
+            for (int j = 0; j < VN; ++j) m = fmaxf(m, elem<true>(v[k], j));
+        }
+    }
+    const float shift = safe_shift(m);
+    float sum = mk_exp<true>(e - shift);
+    float p[K][VN];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        if (tid + k * THREADS < s.count) {
+#pragma unroll
+            for (int j = 0; j < VN; ++j) {
+                p[k][j] = mk_exp<true>(elem<true>(v[k], j) - shift);
+                sum += p[k][j];
+            }
+        }
+    }
+    // 3. the cluster's (max, sum), then y = p * exp(m_t - m) / s (kernel 10 explains -inf rows)
+    const MaxSum t = warp_ms({m, sum});
+    exchange_push(xch, {t.m, t.s});
+    float acc[2] = {MK_NEG_INF, 0.f};
+    exchange_fold(xch, acc, [](float (&a)[2], const float (&b)[2]) {
+        const MaxSum r = ms_merge({a[0], a[1]}, {b[0], b[1]});
+        a[0] = r.m;
+        a[1] = r.s;
+    });
+    const float inv = 1.f / acc[1];
+    const float f = (m == MK_NEG_INF ? 0.f : mk_exp<true>(m - acc[0])) * inv;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int i = tid + k * THREADS;
+        if (i < s.count) {
+            Vec<T> o;
+#pragma unroll
+            for (int j = 0; j < VN; ++j) o.v[j] = from_float<T>(p[k][j] * f);
+            store_vec(yb + static_cast<long long>(i) * VN, o);
+        }
+    }
+    if (edge) {
+        y[row * N + edge_index(split_row(xr, N), tid, VN)] =
+            from_float<T>(mk_exp<true>(e - acc[0]) * inv);
+    }
+}
+
+// MINB blocks per SM is a register budget: 65536 / (THREADS * MINB) registers per thread.
+#define SOFTMAX14(SUFFIX, T, THREADS, K, CLUSTER, MINB)                                      \
+    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, MINB) \
+        softmax_kernel14_t##THREADS##_k##K##_c##CLUSTER##_##SUFFIX(                          \
+            const T* x, T* y, long long N, int per_block) {                                  \
+        softmax14<T, THREADS, K, CLUSTER>(x, y, N, per_block);                               \
+    }
+// What _plan14 launches: 16-bit rows of 16-32 KB over two 16 KB blocks, and of 32-512 KB over
+// 2 to 16 blocks of 32 KB; fp32 rows of 256-512 KB over sixteen 32 KB blocks, 512 KB-1 MB over
+// sixteen 64 KB blocks. A cluster of 16 is "non-portable": the host opts the kernel in.
+#define SOFTMAX14_16BIT(SUFFIX, T)                                                           \
+    SOFTMAX14(SUFFIX, T, 256, 4, 2, 4) SOFTMAX14(SUFFIX, T, 256, 8, 2, 3)                    \
+    SOFTMAX14(SUFFIX, T, 256, 8, 4, 3) SOFTMAX14(SUFFIX, T, 256, 8, 8, 3)                    \
+    SOFTMAX14(SUFFIX, T, 256, 8, 16, 3)
+SOFTMAX14_16BIT(f16, mk_half)
+SOFTMAX14_16BIT(bf16, mk_bf16)
+SOFTMAX14(f32, float, 256, 8, 16, 4) SOFTMAX14(f32, float, 512, 8, 16, 2)
+#endif
+// --8<-- [end:kernel14]
