@@ -69,6 +69,8 @@
 // Special rows follow torch.softmax: a row holding NaN or +inf, or made only of -inf, gives NaN
 // everywhere; -inf elements in an otherwise finite row give 0. Every dtype is loaded, converted
 // to fp32, computed in fp32 and rounded once on the store.
+// minikernel: max-registers 80 softmax_kernel14_ (by design: a 16-bit slice keeps p in 64 fp32
+// registers per thread, three 256-thread blocks per SM; see kernel 14)
 #include "cluster.cuh"
 #include "common.cuh"
 
