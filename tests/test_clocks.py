@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 import time
 
+import pytest
+
 from minikernel.bench.clocks import ClockSampler, parse_line
 
 
@@ -55,3 +57,23 @@ def test_no_nvidia_smi_means_no_clock_fields() -> None:
     sampler = ClockSampler(command=["/nonexistent/nvidia-smi"])
     assert sampler.window(0.0, time.monotonic()) is None
     sampler.close()
+
+
+def test_cooldown_before_heavy_cases(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lab idles before cases of 1 GB and more (lab.py says why), never before smaller
+    ones; MINIKERNEL_COOLDOWN_S sets the idle and bad values are refused by name."""
+    from minikernel.bench import lab
+
+    monkeypatch.delenv("MINIKERNEL_COOLDOWN_S", raising=False)
+    assert lab.cooldown_seconds(None) == 0.0
+    assert lab.cooldown_seconds(lab.COOLDOWN_BYTES - 1) == 0.0
+    assert lab.cooldown_seconds(lab.COOLDOWN_BYTES) == lab.COOLDOWN_S > 0
+    monkeypatch.setenv("MINIKERNEL_COOLDOWN_S", "0")
+    assert lab.cooldown_seconds(8 << 30) == 0.0
+    monkeypatch.setenv("MINIKERNEL_COOLDOWN_S", "2.5")
+    assert lab.cooldown_seconds(8 << 30) == 2.5
+    assert lab.cooldown_seconds(1 << 20) == 0.0
+    for bad in ("soon", "-1"):
+        monkeypatch.setenv("MINIKERNEL_COOLDOWN_S", bad)
+        with pytest.raises(ValueError, match="MINIKERNEL_COOLDOWN_S"):
+            lab.cooldown_seconds(8 << 30)

@@ -468,6 +468,12 @@ def test_rung12_matches_with_and_without_prefetch(m: int, n: int, dtype: torch.d
         (3, 262147, torch.bfloat16, False),  # a cluster of 16 (the host's opt-in), edges
         (4, 65541, torch.float32, False),  # fp32: sixteen 32 KB slices
         (2, 262145, torch.float32, False),  # fp32: sixteen 64 KB slices of 512 threads
+        (5, 65536, torch.bfloat16, False),  # whole slices, no edges: the unchecked kernel
+        (3, 262144, torch.bfloat16, False),  # the same over a cluster of 16
+        (4, 16384, torch.float16, False),  # two full 16 KB slices
+        (3, 131072, torch.float32, False),  # fp32: sixteen full 32 KB slices
+        (2, 262144, torch.float32, False),  # fp32: sixteen full 64 KB slices
+        (8, 65536, torch.bfloat16, True),  # the special rows in the unchecked kernel
         (8, 65545, torch.bfloat16, True),  # the special rows (-inf, +inf, NaN) over 8 blocks
         (8, 262145, torch.float32, True),  # and over 16
     ],
@@ -484,6 +490,23 @@ def test_rung14_register_slices(m: int, n: int, dtype: torch.dtype, special: boo
     if special:
         want_nan = torch.isnan(torch.softmax(x.float().cpu(), dim=-1))
         assert torch.equal(torch.isnan(softmax(x, impl="cuda:14").float().cpu()), want_nan)
+
+
+@pytest.mark.gpu
+def test_rung14_full_kernel_falls_back_when_misaligned() -> None:
+    """A row of whole slices planned for the unchecked kernel, at an address 2 bytes past a
+    16-byte boundary: every row then has scalar edges, so launch must run the checked kernel."""
+    n = 65536
+    if ck.plan(14, 3, n, torch.bfloat16, ck.device_facts(0)).rung != 14:
+        pytest.skip("no clusters on this GPU: cuda:14 runs rung 13's plan")
+    assert "_full_" in ck.plan(14, 3, n, torch.bfloat16, ck.device_facts(0)).kernel
+    buf = make_inputs(1, 3 * n + 8, torch.bfloat16, "cuda", seed=3).flatten()
+    x = buf[1 : 1 + 3 * n].view(3, n)
+    obuf = torch.empty(3 * n + 8, dtype=torch.bfloat16, device="cuda")
+    out = obuf[1 : 1 + 3 * n].view(3, n)
+    softmax(x, impl="cuda:14", out=out)
+    tol = tolerances("cuda:14", n)[torch.bfloat16]
+    torch.testing.assert_close(out.float(), reference(x).float(), atol=tol[0], rtol=tol[1])
 
 
 def test_rung13_plan() -> None:
@@ -531,7 +554,9 @@ def test_rung14_plan() -> None:
         p = ck.plan(14, 3, n, dtype, ck.H200)
         vn = ck.vector_width(dtype)
         assert p.rung == 14, (n, dtype, p)
-        assert p.kernel == f"softmax_kernel14_t{threads}_k{k}_c{cluster}_{ck.SUFFIX[dtype]}"
+        full = n % vn == 0 and n // vn == cluster * threads * k  # no bound checks needed
+        suffix = ("full_" if full else "") + ck.SUFFIX[dtype]
+        assert p.kernel == f"softmax_kernel14_t{threads}_k{k}_c{cluster}_{suffix}"
         assert (p.grid, p.block, p.cluster, p.smem) == (3 * cluster, threads, cluster, 0)
         assert p.per_block == -(-(n // vn) // cluster)
         assert p.per_block <= threads * k  # each thread holds at most k vectors
@@ -578,7 +603,9 @@ def test_every_planned_kernel_exists() -> None:
                 40000,
                 50000,
                 65536,
+                100000,
                 131072,
+                200000,
                 262144,
                 300000,
             ]:

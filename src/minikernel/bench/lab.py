@@ -61,6 +61,36 @@ def require_gpu(op: str) -> None:
         )
 
 
+COOLDOWN_BYTES = 1 << 30
+"""Cases that move at least this many bytes start from an idle GPU (:func:`cooldown_seconds`)."""
+COOLDOWN_S = 1.0
+"""How long the lab leaves the GPU idle before such a case (``MINIKERNEL_COOLDOWN_S`` overrides
+it; 0 turns it off). On an H200, softmax's long rows draw the board to its power limit within a
+timing window, and the driver then lowers the SM clock; timed back to back, every kernel after
+the first inherited the clock its predecessor left (lab 02's two-speed note), so the order of
+the implementations leaked into their times. A probe that idled 1.5 s before each of the same
+kernels found each one starting at the full clock and its times repeating."""
+
+
+def cooldown_seconds(nbytes: int | None) -> float:
+    """Seconds of idle before timing a case that moves ``nbytes``: COOLDOWN_S (or the
+    environment's ``MINIKERNEL_COOLDOWN_S``) from COOLDOWN_BYTES up, else none."""
+    if nbytes is None or nbytes < COOLDOWN_BYTES:
+        return 0.0
+    raw = os.environ.get("MINIKERNEL_COOLDOWN_S")
+    if raw is None:
+        return COOLDOWN_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(
+            f"MINIKERNEL_COOLDOWN_S must be a number of seconds, got {raw!r}"
+        ) from None
+    if value < 0:
+        raise ValueError(f"MINIKERNEL_COOLDOWN_S must be 0 or more, got {raw!r}")
+    return value
+
+
 class Lab:
     def __init__(
         self,
@@ -119,6 +149,9 @@ class Lab:
     ) -> dict[str, Any]:
         """Time ``run`` and append a record. GB/s from ``bytes``, TFLOP/s from ``flops``;
         ``frac_of_ceiling`` against the copy ceiling (memory-bound) or ``ceiling``."""
+        idle = cooldown_seconds(bytes)
+        if idle:
+            time.sleep(idle)  # an idle GPU first: the clock the last case left is not ours
         t0 = time.monotonic()
         t = time_gpu(run, graph=graph, rep_ms=rep_ms)
         clock = self.clocks.window(t0, time.monotonic())
