@@ -329,8 +329,10 @@ section_done("N sweep")
 # tell whether the rows it asked L2 for were still there when read (the model's bytes) or
 # were read twice, QuACK at 32768 x 65536 bf16, whose instructions per byte set beside
 # cuda:10's say how much leaner its inner loop is, and the register-slice rung (cuda:14) at the
-# same shape, which holds QuACK's slice shape in CUDA C; each unless it was already profiled above
-# (one excerpt per implementation keeps every page's reference to an excerpt unambiguous).
+# same shape, which holds QuACK's slice shape in CUDA C; and the short-row rung (cuda:15) at
+# 32768 x 600 bf16, a case of 79 MB where the start and end of the kernel weigh on the time; each
+# unless it was already profiled above (one excerpt per implementation keeps every page's
+# reference to an excerpt unambiguous).
 
 # %% [markdown] lang="es"
 # ## 5. Perfilar
@@ -348,9 +350,10 @@ section_done("N sweep")
 # seguían allí al leerlas (los bytes del modelo) o se leyeron dos veces, y QuACK con 32768 x
 # 65536 bf16, cuyas instrucciones por byte, junto a las de cuda:10, dicen cuánto más ligero es
 # su bucle interno, y el peldaño con el trozo en registros (cuda:14) con la misma forma, que
-# reproduce en CUDA C la forma de trozo de QuACK; cada uno salvo si ya se perfiló arriba (un
-# extracto por implementación mantiene sin ambigüedad cada referencia de las páginas a un
-# extracto).
+# reproduce en CUDA C la forma de trozo de QuACK; y el peldaño de filas cortas (cuda:15) con
+# 32768 x 600 bf16, un caso de 79 MB en el que el arranque y el final del kernel pesan en el
+# tiempo; cada uno salvo si ya se perfiló arriba (un extracto por implementación mantiene sin
+# ambigüedad cada referencia de las páginas a un extracto).
 
 # %%
 PROFILE_SHAPE, PROFILE_DTYPE = [32768, 4096], torch.bfloat16
@@ -393,6 +396,7 @@ LONG_CASES = [
     ("cuda:12", [8192, 65536], torch.float32),
     ("quack", [32768, 65536], torch.bfloat16),
     ("cuda:14", [32768, 65536], torch.bfloat16),
+    ("cuda:15", [32768, 600], torch.bfloat16),
 ]
 for impl, shape, dtype in LONG_CASES:
     if impl in profiles:

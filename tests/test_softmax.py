@@ -509,6 +509,125 @@ def test_rung14_full_kernel_falls_back_when_misaligned() -> None:
     torch.testing.assert_close(out.float(), reference(x).float(), atol=tol[0], rtol=tol[1])
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("m", "n", "dtype", "special"),
+    [
+        (1, 600, torch.float32, False),  # the batch sweep's first point: one group of 32 lanes
+        (1000, 600, torch.bfloat16, False),  # 16 lanes x 5; 125 blocks of 8 rows, the last full
+        (1001, 600, torch.float16, False),  # one row into a last block of eight
+        (8193, 256, torch.float32, False),  # 32 lanes x 2 vectors, a partial last block
+        (999, 256, torch.bfloat16, False),  # 16 lanes x 2
+        (37, 40, torch.float32, False),  # 10 vectors: 2 lanes x 5, 64 rows per block
+        (300, 4, torch.float32, False),  # one vector: a lane per row, 128 rows per block
+        (130, 24, torch.bfloat16, False),  # three vectors in one lane
+        (7, 1024, torch.float32, False),  # 32 lanes x 8, the longest fp32 row it takes
+        (9, 1280, torch.bfloat16, False),  # 32 lanes x 5, the longest 16-bit row
+        (8, 600, torch.float32, True),  # the special rows (-inf, +inf, NaN) over 32 lanes
+        (8, 600, torch.bfloat16, True),  # over 16
+        (8, 40, torch.float16, True),  # over 1 lane (five vectors in one thread)
+    ],
+)
+def test_rung15_lane_groups(m: int, n: int, dtype: torch.dtype, special: bool) -> None:
+    """Each kind of kernel 15 group against the reference (the checker also catches writes
+    outside y): groups of 1 to 32 lanes, partial last blocks, torch's NaN rows."""
+    assert ck.plan(15, m, n, dtype, ck.device_facts(0)).rung == 15
+    x = special_rows(n, dtype, "cuda") if special else make_inputs(m, n, dtype, "cuda", seed=n)
+    run_checked(
+        _run("cuda:15"), [x], reference(x), tolerances=tolerances("cuda:15", n), name="cuda:15"
+    ).raise_if_failed()
+    if special:
+        want_nan = torch.isnan(torch.softmax(x.float().cpu(), dim=-1))
+        assert torch.equal(torch.isnan(softmax(x, impl="cuda:15").float().cpu()), want_nan)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=_dt)
+def test_rung15_huge_logits(dtype: torch.dtype) -> None:
+    """Rows whose max is near the dtype's limit, where kernel 15's folded exponent
+    x log2 e - m log2 e would overflow: it must take the subtract-first path and agree with
+    torch (a row of equal huge values gives 1/n each, not 0 / 0)."""
+    n = 600
+    x = make_inputs(4, n, torch.float32, "cpu", seed=3)
+    x[0] = 3.0e38  # all equal and huge: m log2 e overflows fp32
+    x[1] = -3.0e38  # all equal, hugely negative
+    x[2] = x[2] * 1e37  # huge spread: one element near 1, the rest flushed to 0
+    x[3, 5] = 3.3e38  # one huge element in an ordinary row: it takes all the mass
+    x = x.to(dtype).cuda()
+    want = torch.softmax(x.double(), dim=-1)
+    got = softmax(x, impl="cuda:15")
+    atol, rtol = tolerances("cuda:15", n)[dtype]
+    torch.testing.assert_close(got.double(), want, atol=atol, rtol=rtol)
+
+
+@pytest.mark.gpu
+def test_rung15_falls_back_when_misaligned() -> None:
+    """Rows of whole vectors, planned for kernel 15, at an address 4 bytes past a 16-byte
+    boundary: kernel 15 reads whole vectors from x's start, so launch must run rung 14's plan."""
+    n = 600
+    assert ck.plan(15, 5, n, torch.float32, ck.device_facts(0)).rung == 15
+    buf = make_inputs(1, 5 * n + 4, torch.float32, "cuda", seed=9).flatten()
+    x = buf[1 : 1 + 5 * n].view(5, n)
+    obuf = torch.empty(5 * n + 4, dtype=torch.float32, device="cuda")
+    out = obuf[1 : 1 + 5 * n].view(5, n)
+    softmax(x, impl="cuda:15", out=out)
+    atol, rtol = tolerances("cuda:15", n)[torch.float32]
+    torch.testing.assert_close(out, reference(x).float(), atol=atol, rtol=rtol)
+
+
+def test_rung15_layout_has_the_fewest_slots() -> None:
+    """short_row_layout against a brute force over every row of up to 32 x VPT_MAX vectors:
+    the fewest (lanes x vectors) slots, two vectors per lane preferred on a tie, then the most
+    lanes; None past 32 lanes."""
+    for vpt_max in (5, 8):
+        for nvec in range(1, 32 * vpt_max + 1):
+            lanes, vpt = ck.short_row_layout(nvec, vpt_max)
+            assert lanes in (1, 2, 4, 8, 16, 32) and vpt <= vpt_max
+            assert lanes * vpt >= nvec > lanes * (vpt - 1), nvec  # holds the row, no empty slot
+            fits = [(g, -(-nvec // g)) for g in (1, 2, 4, 8, 16, 32) if -(-nvec // g) <= vpt_max]
+            fewest = min(g * v for g, v in fits)
+            assert lanes * vpt == fewest, (nvec, lanes, vpt)
+            ties = [(g, v) for g, v in fits if g * v == fewest]
+            if any(v >= 2 for _, v in ties):
+                assert vpt >= 2 and lanes == max(g for g, v in ties if v >= 2), nvec
+            else:
+                assert lanes == max(g for g, _ in ties), nvec
+        assert ck.short_row_layout(32 * vpt_max + 1, vpt_max) is None
+    # the probe's points: 600 fp32, 600 bf16, 256 fp32, 256 bf16
+    assert ck.short_row_layout(150, 8) == (32, 5)
+    assert ck.short_row_layout(75, 5) == (16, 5)
+    assert ck.short_row_layout(64, 8) == (32, 2)
+    assert ck.short_row_layout(32, 5) == (16, 2)
+
+
+def test_rung15_plan() -> None:
+    """Rung 15 takes rows of whole 16-byte vectors up to 1024 fp32 / 1280 16-bit elements, 128 /
+    lanes rows per block; every other row is rung 14's plan."""
+    for m, n, dtype, lanes, vpt in [
+        (512, 600, torch.float32, 32, 5),
+        (32768, 600, torch.bfloat16, 16, 5),
+        (8192, 256, torch.float32, 32, 2),
+        (32768, 256, torch.bfloat16, 16, 2),
+        (3, 4, torch.float32, 1, 1),
+        (3, 1024, torch.float32, 32, 8),
+        (3, 1280, torch.float16, 32, 5),
+    ]:
+        p = ck.plan(15, m, n, dtype, ck.H200)
+        assert p.kernel == f"softmax_kernel15_l{lanes}_v{vpt}_{ck.SUFFIX[dtype]}", (n, dtype)
+        assert (p.rung, p.block, p.smem, p.cluster) == (15, 128, 0, 1)
+        assert p.grid == -(-m // (128 // lanes)) and p.per_block == n // ck.vector_width(dtype)
+    assert ck.plan(15, 3, 600, torch.float32, SM80).rung == 15  # no sm_90 feature in it
+    for n, dtype in [
+        (781, torch.bfloat16),  # not whole vectors
+        (1, torch.float32),
+        (1028, torch.float32),  # past 32 x 8 fp32 vectors
+        (1288, torch.bfloat16),  # past 32 x 5 bf16 vectors
+        (4096, torch.bfloat16),
+        (262144, torch.bfloat16),
+    ]:
+        assert ck.plan(15, 3, n, dtype, ck.H200) == ck.plan(14, 3, n, dtype, ck.H200), n
+
+
 def test_rung13_plan() -> None:
     """Rung 13 is rung 12's plan with rung 10's, 11's and 12's kernels swapped for the same
     kernels with the two-instruction exponential: same grid, block, shared memory, slices and
@@ -611,6 +730,10 @@ def test_every_planned_kernel_exists() -> None:
             ]:
                 with contextlib.suppress(UnsupportedShape):
                     planned.add(ck.plan(rung, 3, n, dtype, ck.H200).kernel)
+    for dtype in DTYPES:  # kernel 15: every row of whole vectors it takes
+        vn = ck.vector_width(dtype)
+        for nvec in range(1, 32 * ck.KERNEL15_VPT_MAX[dtype] + 1):
+            planned.add(ck.plan(15, 3, nvec * vn, dtype, ck.H200).kernel)
     assert planned <= compiled, sorted(planned - compiled)
     assert len(planned) == len(compiled), sorted(compiled - planned)  # none is unreachable
 
@@ -620,7 +743,7 @@ def test_every_planned_kernel_exists() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    "impl", ["cuda:5", "cuda:7", "cuda:9", "cuda:10", "cuda:11", "cuda:12", "cuda:13", "cuda:14"]
+    "impl", ["cuda:5", "cuda:7", "cuda:9", *(f"cuda:{r}" for r in range(10, 16))]
 )
 def test_misaligned_input_and_output(impl: str) -> None:
     """x and out at different addresses modulo 16: the vector rungs copy x to match out."""
@@ -636,8 +759,8 @@ def test_misaligned_input_and_output(impl: str) -> None:
 @pytest.mark.gpu
 def test_default_impl_on_gpu_is_a_fused_kernel() -> None:
     x = torch.zeros(4, 600, device="cuda")
-    assert default_impl(x) in ("triton:1", "cuda:14")
-    assert default_impl(torch.zeros(2, 262144, device="cuda")) in ("cuda:14", "triton:2")
+    assert default_impl(x) in ("triton:1", "cuda:15")
+    assert default_impl(torch.zeros(2, 262144, device="cuda")) in ("cuda:15", "triton:2")
     y = make_inputs(64, 1000, torch.bfloat16, "cuda").t()  # non-contiguous, dim 0
     torch.testing.assert_close(
         softmax(y, dim=0).float(), torch.softmax(y.float(), dim=0), atol=1e-12, rtol=8e-3

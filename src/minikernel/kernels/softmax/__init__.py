@@ -1,7 +1,7 @@
 """Softmax along one dimension: a ladder of CUDA C kernels, two Triton kernels and a dispatcher.
 
 Public entry point: :func:`softmax`. ``VARIANTS`` lists the implementations by registry key
-(``cuda:1`` ... ``cuda:14``, ``triton:1``, ``triton:2``); ``"numpy"`` is the CPU fallback.
+(``cuda:1`` ... ``cuda:15``, ``triton:1``, ``triton:2``); ``"numpy"`` is the CPU fallback.
 """
 
 from __future__ import annotations
@@ -116,6 +116,7 @@ _CUDA_SUMMARIES = {
     12: "rung 11, with an L2 prefetch ~8 MB of rows ahead on fp32 rows of 16 KB and more",
     13: "rung 12 with a two-instruction exponential (ex2.approx.ftz) and bf16 unpacking",
     14: "long rows over a cluster with each block's slice in registers, p kept in fp32",
+    15: "short rows in groups of lanes sized to the row, exactly the vectors it needs",
 }
 
 VARIANTS: dict[str, Variant] = {
@@ -158,7 +159,7 @@ def supports(
 # Dispatch
 # --------------------------------------------------------------------------------------------
 
-FALLBACK_ORDER = ("triton:1", "cuda:14", "triton:2", "cuda:5", "cuda:1")
+FALLBACK_ORDER = ("triton:1", "cuda:15", "triton:2", "cuda:5", "cuda:1")
 """What :func:`softmax` tries on a CUDA tensor when no impl is named: the fused kernels first
 (Triton's single tile, then the top CUDA C rung, which handles any row length), then the
 shared-memory rung, then the naive one; the first whose toolchain is installed and which takes

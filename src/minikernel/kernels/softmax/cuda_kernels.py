@@ -14,7 +14,9 @@ cuda:11 (rungs 7 and 6 with one exponential per element) -> cuda:10 for rows of 
 cuda:12 runs cuda:11's choice, with rung 10's fp32 kernels swapped for rung 12's (the same
 kernels plus an L2 prefetch of a row further down); cuda:13 runs cuda:12's choice with a cheaper
 exponential in each of its kernels; cuda:14 runs rows of 16 KB to 1 MB (fp32: from 256 KB)
-over a cluster with each block's slice in registers, and every other shape as cuda:13.
+over a cluster with each block's slice in registers, and every other shape as cuda:13;
+cuda:15 runs short rows (up to 32 lanes of VPT_MAX vectors) in groups of lanes sized to the row,
+and every other shape, or a row that is not whole aligned vectors, as cuda:14.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ class Plan:
     block: int
     smem: int = 0  # dynamic shared memory, bytes
     takes_m: bool = False  # the kernel's parameters are (x, y, M, N) rather than (x, y, N)
-    per_block: int = 0  # kernels 10, 12: vectors of the row each block of a cluster holds
+    per_block: int = 0  # kernels 10, 12, 14: vectors of the row each block of a cluster holds;
+    #                    kernel 15: vectors in a row
     ahead: int = 0  # kernel 12: rows between a block's row and the one whose slice it prefetches
     cluster: int = 1  # blocks per cluster where the host must opt in (more than 8: kernel 14)
 
@@ -125,7 +128,9 @@ def _plan6(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
     )
 
 
-def _plan7(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
+def _warp_row(rung: int, m: int, n: int, dtype: torch.dtype) -> Plan | None:
+    """Kernels 7 and 11 on a row one warp holds: the fewest of 1, 2, 4, 8 vectors per lane that
+    cover it, within ELEMS_PER_THREAD elements; None when the row needs more."""
     vn = vector_width(dtype)
     nvec = n // vn
     for vpt in (1, 2, 4, 8):
@@ -133,9 +138,13 @@ def _plan7(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
             break
         if 32 * vpt >= nvec:
             grid = -(-m // KERNEL7_ROWS_PER_BLOCK)
-            name = f"softmax_kernel7_v{vpt}_{SUFFIX[dtype]}"
-            return Plan(7, name, grid, 32 * KERNEL7_ROWS_PER_BLOCK, takes_m=True)
-    return _plan6(m, n, dtype, dev)
+            name = f"softmax_kernel{rung}_v{vpt}_{SUFFIX[dtype]}"
+            return Plan(rung, name, grid, 32 * KERNEL7_ROWS_PER_BLOCK, takes_m=True)
+    return None
+
+
+def _plan7(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
+    return _warp_row(7, m, n, dtype) or _plan6(m, n, dtype, dev)
 
 
 def _plan8(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
@@ -194,13 +203,8 @@ def _plan11(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
     nvec = n // vn
     if nvec * 16 > KERNEL10_MIN_SLICE:
         return plan10(m, n, dtype, dev)
-    for vpt in (1, 2, 4, 8):
-        if vpt * vn > ELEMS_PER_THREAD:
-            break
-        if 32 * vpt >= nvec:
-            grid = -(-m // KERNEL7_ROWS_PER_BLOCK)
-            name = f"softmax_kernel11_v{vpt}_{SUFFIX[dtype]}"
-            return Plan(11, name, grid, 32 * KERNEL7_ROWS_PER_BLOCK, takes_m=True)
+    if (warp := _warp_row(11, m, n, dtype)) is not None:
+        return warp
     threads = 64  # 16 KB fill 128 threads (fp32) or 256 (16-bit) at 32 elements each
     while threads * (ELEMS_PER_THREAD // vn) < nvec:
         threads *= 2
@@ -287,6 +291,49 @@ def _plan14(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
     return Plan(14, name, m * cluster, threads, per_block=-(-nvec // cluster), cluster=cluster)
 
 
+KERNEL15_THREADS = 128
+KERNEL15_VPT_MAX = {torch.float32: 8, torch.float16: 5, torch.bfloat16: 5}
+"""Vectors per lane kernel 15 holds at most: 32 fp32 values, or 40 values of a 16-bit dtype (the
+register budget of rung 11's short rows, plus one vector for 16-bit rows of 33 to 40 vectors
+per warp, such as 1280 columns)."""
+
+
+def short_row_layout(nvec: int, vpt_max: int) -> tuple[int, int] | None:
+    """(lanes per row, vectors per lane) for kernel 15 on rows of ``nvec`` vectors: the pair
+    with the fewest vector slots (lanes x vectors) among 1, 2, 4, ..., 32 lanes and at most
+    ``vpt_max`` vectors each; on a tie, the most lanes with at least two vectors each (two loads
+    in flight per lane), else the most lanes. None when even 32 lanes cannot hold the row.
+
+    A side probe on the H200 timed the candidates at four short shapes: fewer vectors over more
+    lanes was faster at small batches (600 fp32 columns, one row: 32 x 5 in 1.43 us against
+    16 x 10 in 1.86), and one vector per lane a little slower than two (256 bf16 columns, 32768
+    rows: 32 x 1 in 11.8 us against 16 x 2 in 11.6)."""
+    best: tuple[tuple[int, bool, int], tuple[int, int]] | None = None
+    for lanes in (32, 16, 8, 4, 2, 1):
+        vpt = -(-nvec // lanes)
+        if vpt > vpt_max:
+            continue
+        key = (lanes * vpt, vpt < 2, -lanes)
+        if best is None or key < best[0]:
+            best = (key, (lanes, vpt))
+    return None if best is None else best[1]
+
+
+def _plan15(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
+    """Kernel 15: rows of whole 16-byte vectors, up to 32 x KERNEL15_VPT_MAX of them (1024 fp32
+    or 1280 16-bit elements), in groups of ``short_row_layout`` lanes, 128 / lanes rows per
+    128-thread block; every other row as rung 14. Kernel 15 takes (x, y, M, nvec), and needs x
+    16-byte aligned: :func:`launch` runs rung 14's plan on an x that is not."""
+    vn = vector_width(dtype)
+    layout = short_row_layout(n // vn, KERNEL15_VPT_MAX[dtype]) if n % vn == 0 else None
+    if layout is None:
+        return _plan14(m, n, dtype, dev)
+    lanes, vpt = layout
+    rows = KERNEL15_THREADS // lanes
+    name = f"softmax_kernel15_l{lanes}_v{vpt}_{SUFFIX[dtype]}"
+    return Plan(15, name, -(-m // rows), KERNEL15_THREADS, per_block=n // vn)
+
+
 _PLANNERS = {
     1: _plan1,
     2: functools.partial(_plan_smem, 2),
@@ -302,6 +349,7 @@ _PLANNERS = {
     12: _plan12,
     13: _plan13,
     14: _plan14,
+    15: _plan15,
 }
 RUNGS = tuple(_PLANNERS)
 
@@ -316,7 +364,7 @@ def plan(rung: int, m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Pla
         raise _refuse(
             rung, "one block per row, and a grid has at most 2^31 - 1 blocks", m, n, dtype
         )
-    if rung in (5, 6, 7, 9, 10, 11, 12, 13, 14) and n > _INT32_MAX:
+    if rung in (5, 6, 7, 9, 10, 11, 12, 13, 14, 15) and n > _INT32_MAX:
         raise _refuse(rung, "it indexes a row with 32-bit integers", m, n, dtype)
     try:
         return _PLANNERS[rung](m, n, dtype, dev)
@@ -379,10 +427,14 @@ def launch(rung: int, x: torch.Tensor, y: torch.Tensor, p: Plan | None = None) -
         p = plan(rung, m, n, x.dtype, device_facts(index))
     if p.rung >= 5:
         x = match_alignment(x, y)
+    if p.rung == 15 and x.data_ptr() % 16:  # kernel 15 reads whole vectors from x's start
+        p = _plan14(m, n, x.dtype, device_facts(index))
     if "_full_" in p.kernel and x.data_ptr() % 16:  # rows with scalar edges: the checked kernel
         p = dataclasses.replace(p, kernel=p.kernel.replace("_full_", "_"))
     if p.takes_m:
         args: tuple = (x, y, ctypes.c_int64(m), ctypes.c_int64(n))
+    elif p.rung == 15:
+        args = (x, y, ctypes.c_int64(m), ctypes.c_int32(p.per_block))
     elif p.rung in (10, 14):
         args = (x, y, ctypes.c_int64(n), ctypes.c_int32(p.per_block))
     elif p.rung in (12, 13):

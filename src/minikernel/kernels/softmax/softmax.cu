@@ -29,6 +29,9 @@
 //   softmax_kernel14 long rows split over a cluster again, each block's slice in registers in
 //                    QuACK's shape (256 threads x 8 vectors, p kept in fp32); 16-bit rows of
 //                    16-512 KB, fp32 rows of 256 KB-1 MB; other rows as kernel13
+//   softmax_kernel15 short rows in groups of 1 to 32 lanes sized to the row, each lane holding
+//                    exactly the vectors the row needs (no -inf padding to exponentiate) and
+//                    the shift folded into one FFMA per element; longer rows as kernel14
 //
 // Byte model: read x once, write y once: 2 * M * N * sizeof(T) bytes. Softmax does ~5 flops per
 // element, so at any size that fills the GPU it is memory-bound and its speed limit is DRAM
@@ -65,6 +68,11 @@
 //   kernel14       written after kernel13 left the long bf16 rows where they were (so the issue
 //                  slots were not their limit) and RMSNorm's rung 4 gained from the same move to
 //                  registers: long 16-bit rows at QuACK's level, ~96% of the ceiling
+//   kernel15       written after lab 02 measured QuACK ahead on short rows (32768 x 600 bf16 and
+//                  the batch sweep at V = 600), where rung 13 exponentiates up to 41% padding: at
+//                  B=512, V=600 one warp's serial path shorter by those instructions (~1.8 us);
+//                  32768 x 600 bf16 (79 MB, 18 us at 4.3 TB/s) ~20 us, since a kernel this short
+//                  spends about a tenth of its time starting and finishing its last wave
 //
 // Special rows follow torch.softmax: a row holding NaN or +inf, or made only of -inf, gives NaN
 // everywhere; -inf elements in an otherwise finite row give 0. Every dtype is loaded, converted
@@ -1016,15 +1024,14 @@ __device__ __forceinline__ void softmax11(const T* x, T* y, long long M, long lo
     }
 // Rung 7's warp sizes, and the blocks that rows of up to 16 KB need at 32 elements per thread
 // (up to 128 threads for fp32, 256 for 16-bit dtypes); every kernel takes (x, y, M, N).
-SOFTMAX11_BLOCK(f32, float, 64) SOFTMAX11_BLOCK(f32, float, 128)
-SOFTMAX11_BLOCK(f16, mk_half, 64) SOFTMAX11_BLOCK(f16, mk_half, 128)
-SOFTMAX11_BLOCK(f16, mk_half, 256)
-SOFTMAX11_BLOCK(bf16, mk_bf16, 64) SOFTMAX11_BLOCK(bf16, mk_bf16, 128)
-SOFTMAX11_BLOCK(bf16, mk_bf16, 256)
-SOFTMAX11_WARP(f32, float, 1) SOFTMAX11_WARP(f32, float, 2) SOFTMAX11_WARP(f32, float, 4)
-SOFTMAX11_WARP(f32, float, 8)
-SOFTMAX11_WARP(f16, mk_half, 1) SOFTMAX11_WARP(f16, mk_half, 2) SOFTMAX11_WARP(f16, mk_half, 4)
-SOFTMAX11_WARP(bf16, mk_bf16, 1) SOFTMAX11_WARP(bf16, mk_bf16, 2) SOFTMAX11_WARP(bf16, mk_bf16, 4)
+#define SOFTMAX_SHORT_SHAPES(BLOCK, WARP)                                                    \
+    BLOCK(f32, float, 64) BLOCK(f32, float, 128) BLOCK(f16, mk_half, 64)                     \
+    BLOCK(f16, mk_half, 128) BLOCK(f16, mk_half, 256) BLOCK(bf16, mk_bf16, 64)               \
+    BLOCK(bf16, mk_bf16, 128) BLOCK(bf16, mk_bf16, 256) WARP(f32, float, 1)                  \
+    WARP(f32, float, 2) WARP(f32, float, 4) WARP(f32, float, 8) WARP(f16, mk_half, 1)        \
+    WARP(f16, mk_half, 2) WARP(f16, mk_half, 4) WARP(bf16, mk_bf16, 1) WARP(bf16, mk_bf16, 2) \
+    WARP(bf16, mk_bf16, 4)
+SOFTMAX_SHORT_SHAPES(SOFTMAX11_BLOCK, SOFTMAX11_WARP)
 // --8<-- [end:kernel11]
 
 
@@ -1078,15 +1085,7 @@ SOFTMAX12_CLUSTER(256, 8) SOFTMAX12_CLUSTER(512, 8)
         softmax_kernel13_v##VPT##_##SUFFIX(const T* x, T* y, long long M, long long N) {     \
         softmax11<T, 128, VPT, true, true>(x, y, M, N);                                      \
     }
-SOFTMAX13_BLOCK(f32, float, 64) SOFTMAX13_BLOCK(f32, float, 128)
-SOFTMAX13_BLOCK(f16, mk_half, 64) SOFTMAX13_BLOCK(f16, mk_half, 128)
-SOFTMAX13_BLOCK(f16, mk_half, 256)
-SOFTMAX13_BLOCK(bf16, mk_bf16, 64) SOFTMAX13_BLOCK(bf16, mk_bf16, 128)
-SOFTMAX13_BLOCK(bf16, mk_bf16, 256)
-SOFTMAX13_WARP(f32, float, 1) SOFTMAX13_WARP(f32, float, 2) SOFTMAX13_WARP(f32, float, 4)
-SOFTMAX13_WARP(f32, float, 8)
-SOFTMAX13_WARP(f16, mk_half, 1) SOFTMAX13_WARP(f16, mk_half, 2) SOFTMAX13_WARP(f16, mk_half, 4)
-SOFTMAX13_WARP(bf16, mk_bf16, 1) SOFTMAX13_WARP(bf16, mk_bf16, 2) SOFTMAX13_WARP(bf16, mk_bf16, 4)
+SOFTMAX_SHORT_SHAPES(SOFTMAX13_BLOCK, SOFTMAX13_WARP)  // rung 11's launch shapes
 // Rows of 16 KB and more: kernel 10's launch shapes; fp32 with rung 12's prefetch, 16-bit
 // without (rung 12 sends those to rung 10). All take (x, y, N, per_block, M, ahead).
 #define SOFTMAX13_SLICE(SUFFIX, T, THREADS, CLUSTER, PF)                                     \
@@ -1234,3 +1233,120 @@ SOFTMAX14_16BIT(bf16, mk_bf16)
 SOFTMAX14(f32, float, 256, 8, 16, 4) SOFTMAX14(f32, float, 512, 8, 16, 2)
 #endif
 // --8<-- [end:kernel14]
+
+// --8<-- [start:kernel15]
+// Rung 15: short rows in lane groups. Rung 11 gives a short row a whole warp, and each lane
+// VPT = 1, 2, 4 or 8 vectors: a 600-column bf16 row (75 vectors) fills 75 of a warp's 128
+// vector slots, and the exponentials of the 53 empty ones (-inf) are computed all the same. Here
+// the host picks, per row length, LPR lanes per row (1 to 32, a power of two) and exactly
+// VPT = ceil(nvec / LPR) vectors per lane, the pair with the fewest slots: 16 lanes x 5 vectors
+// (80 slots) for that row, 32 x 5 for 600 fp32 columns (150 vectors, 160 slots). A 128-thread
+// block holds 128 / LPR rows; the max and the sum cross a group's lanes with LPR-wide shuffles.
+// Rows must be whole 16-byte vectors from a 16-byte aligned x (the host sends other rows to
+// rung 14's plan), so there is no scalar edge, no split_row, and a row is nvec vectors from
+// row * nvec. Per element: one FMNMX, one FFMA and one MUFU.EX2 for p = 2^(x log2 e - m log2 e),
+// one FADD, one FMUL by 1/s: the exponent's subtraction is folded into the multiply (rung 13
+// kept it apart), and 1/s is rcp.approx (s >= 1: the row's largest element adds exp(0)).
+// Stores are plain: a side probe on the H200 timed .cs stores ~1% slower on these rows.
+__device__ __forceinline__ float mk_ex2(float d) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+    return r;
+}
+
+__device__ __forceinline__ float mk_rcp(float s) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
+    return r;
+}
+
+template <typename T, int LPR, int VPT>
+__device__ __forceinline__ void softmax15(const T* __restrict__ x, T* __restrict__ y, long long M,
+                                          int nvec) {
+    constexpr int VN = Vec<T>::N;
+    constexpr float LOG2E = 1.4426950408889634f;
+    const int lane = threadIdx.x % LPR;
+    const long long row = static_cast<long long>(blockIdx.x) * (128 / LPR) + threadIdx.x / LPR;
+    const bool live = row < M;  // a group past the last row still joins its warp's shuffles
+    const long long first = row * nvec;  // the row's first vector
+    float f[VPT][VN];
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {  // all VPT loads in flight before any is used
+        const int i = j * LPR + lane;
+        if (live && i < nvec) {
+            const Vec<T> v = load_vec_plain(x + (first + i) * VN);
+#pragma unroll
+            for (int k = 0; k < VN; ++k) f[j][k] = elem<true>(v, k);
+        } else {
+#pragma unroll
+            for (int k = 0; k < VN; ++k) f[j][k] = MK_NEG_INF;  // adds exp(-inf) = 0 to the sum
+        }
+    }
+    float m = MK_NEG_INF;
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+#pragma unroll
+        for (int k = 0; k < VN; ++k) m = fmaxf(m, f[j][k]);
+    }
+#pragma unroll
+    for (int o = LPR / 2; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float s = 0.f;
+    if (fabsf(m) < 1e37f) {  // m log2 e is finite: fold the shift into one FFMA per element
+        const float ms = m * LOG2E;
+#pragma unroll
+        for (int j = 0; j < VPT; ++j) {
+#pragma unroll
+            for (int k = 0; k < VN; ++k) {
+                f[j][k] = mk_ex2(fmaf(f[j][k], LOG2E, -ms));
+                s += f[j][k];
+            }
+        }
+    } else {  // |m| near fp32's limit, inf (NaN out, as torch), or a row of -inf (0 / 0 = NaN)
+        const float shift = safe_shift(m);
+#pragma unroll
+        for (int j = 0; j < VPT; ++j) {
+#pragma unroll
+            for (int k = 0; k < VN; ++k) {
+                f[j][k] = mk_ex2((f[j][k] - shift) * LOG2E);
+                s += f[j][k];
+            }
+        }
+    }
+#pragma unroll
+    for (int o = LPR / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float inv = mk_rcp(s);
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+        const int i = j * LPR + lane;
+        if (live && i < nvec) {
+            Vec<T> o;
+#pragma unroll
+            for (int k = 0; k < VN; ++k) o.v[k] = from_float<T>(f[j][k] * inv);
+            *reinterpret_cast<Vec<T>*>(y + (first + i) * VN) = o;
+        }
+    }
+}
+
+#define SOFTMAX15(SUFFIX, T, LPR, VPT)                                                        \
+    extern "C" __global__ void __launch_bounds__(128) softmax_kernel15_l##LPR##_v##VPT##_##SUFFIX( \
+        const T* x, T* y, long long M, int nvec) {                                            \
+        softmax15<T, LPR, VPT>(x, y, M, nvec);                                                \
+    }
+// The (LPR, VPT) pairs the host's rule picks for some row of up to 32 x VPT_MAX vectors (8 for
+// fp32, 5 for 16-bit dtypes: 32 or 40 values in registers per thread); test_softmax checks that
+// each one is reachable.
+#define SOFTMAX15_SHARED(SUFFIX, T)                                                          \
+    SOFTMAX15(SUFFIX, T, 1, 1) SOFTMAX15(SUFFIX, T, 1, 2) SOFTMAX15(SUFFIX, T, 1, 3)          \
+    SOFTMAX15(SUFFIX, T, 1, 5) SOFTMAX15(SUFFIX, T, 2, 2) SOFTMAX15(SUFFIX, T, 2, 3)          \
+    SOFTMAX15(SUFFIX, T, 2, 5) SOFTMAX15(SUFFIX, T, 4, 2) SOFTMAX15(SUFFIX, T, 4, 3)          \
+    SOFTMAX15(SUFFIX, T, 4, 5) SOFTMAX15(SUFFIX, T, 8, 2) SOFTMAX15(SUFFIX, T, 8, 3)          \
+    SOFTMAX15(SUFFIX, T, 8, 5) SOFTMAX15(SUFFIX, T, 16, 2) SOFTMAX15(SUFFIX, T, 16, 3)        \
+    SOFTMAX15(SUFFIX, T, 16, 5) SOFTMAX15(SUFFIX, T, 32, 2) SOFTMAX15(SUFFIX, T, 32, 3)       \
+    SOFTMAX15(SUFFIX, T, 32, 4) SOFTMAX15(SUFFIX, T, 32, 5)
+SOFTMAX15_SHARED(f32, float)
+SOFTMAX15_SHARED(f16, mk_half)
+SOFTMAX15_SHARED(bf16, mk_bf16)
+SOFTMAX15(f32, float, 1, 7) SOFTMAX15(f32, float, 2, 7) SOFTMAX15(f32, float, 4, 7)
+SOFTMAX15(f32, float, 8, 7) SOFTMAX15(f32, float, 16, 7) SOFTMAX15(f32, float, 32, 6)
+SOFTMAX15(f32, float, 32, 7) SOFTMAX15(f32, float, 32, 8)
+// --8<-- [end:kernel15]
