@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +22,9 @@ import torch.nn.functional as F
 from minikernel._checks import FLOAT_DTYPES, check_device, check_tensor
 from minikernel.bench.peers import compiled
 from minikernel.cuda.slices import CLUSTERS, SLICE_BYTES, THREADS, SlicePlan, plan_slices
+
+if TYPE_CHECKING:
+    from minikernel.kernels.softmax.cuda_kernels import DeviceFacts
 from minikernel.kernels._peers import PeerUnavailable, import_peer
 from minikernel.kernels._registry import Variant, with_inputs
 
@@ -168,6 +172,40 @@ def plan3(
     return sp
 
 
+def _device_facts(x: torch.Tensor) -> DeviceFacts:
+    """Compute capability and opt-in shared memory of the GPU holding x."""
+    from minikernel.kernels.softmax.cuda_kernels import device_facts
+
+    return device_facts(x.device.index if x.device.index is not None else 0)
+
+
+def _launch_slices(
+    rung: int,
+    sp: SlicePlan,
+    x: torch.Tensor,
+    w: torch.Tensor | None,
+    out: torch.Tensor,
+    eps: float,
+    rstd: torch.Tensor | None,
+    smem: int,
+) -> torch.Tensor:
+    """Kernels 3 and 4: one cluster of ``sp.cluster`` blocks per row, ``sp.per_block`` vectors
+    of it per block; ``smem`` bytes of dynamic shared memory (kernel 3 stages its slice there,
+    kernel 4 keeps it in registers)."""
+    from minikernel.cuda import get_kernel
+
+    m, n = x.shape
+    wf32 = "_wf32" if w is not None and w.dtype == torch.float32 else ""
+    name = f"rmsnorm_kernel{rung}_t{sp.threads}_c{sp.cluster}_{_SUFFIX[x.dtype]}{wf32}"
+    kernel = get_kernel(CU_FILE, name)
+    kernel.allow_cluster_size(sp.cluster)  # nothing to do up to 8
+    null = ctypes.c_void_p(0)
+    args = (x, w if w is not None else null, out, rstd if rstd is not None else null)
+    extra = (ctypes.c_int64(n), ctypes.c_float(eps), ctypes.c_int32(sp.per_block))
+    kernel(m * sp.cluster, sp.threads, (*args, *extra), shared_mem=smem)
+    return out
+
+
 def _launch_cuda3(
     x: torch.Tensor,
     w: torch.Tensor | None,
@@ -176,22 +214,12 @@ def _launch_cuda3(
     rstd: torch.Tensor | None,
     **knobs: int,
 ) -> torch.Tensor:
-    from minikernel.cuda import get_kernel
-    from minikernel.kernels.softmax.cuda_kernels import device_facts
-
     m, n = x.shape
-    facts = device_facts(x.device.index if x.device.index is not None else 0)
+    facts = _device_facts(x)
     sp = plan3(m, n, x.dtype, facts.smem_optin, facts.cc, **knobs)
     if sp is None:
         return _launch_cuda(2, x, w, out, eps, rstd)
-    wf32 = "_wf32" if w is not None and w.dtype == torch.float32 else ""
-    name = f"rmsnorm_kernel3_t{sp.threads}_c{sp.cluster}_{_SUFFIX[x.dtype]}{wf32}"
-    kernel = get_kernel(CU_FILE, name)
-    null = ctypes.c_void_p(0)
-    args = (x, w if w is not None else null, out, rstd if rstd is not None else null)
-    extra = (ctypes.c_int64(n), ctypes.c_float(eps), ctypes.c_int32(sp.per_block))
-    kernel(m * sp.cluster, sp.threads, (*args, *extra), shared_mem=sp.smem)
-    return out
+    return _launch_slices(3, sp, x, w, out, eps, rstd, sp.smem)
 
 
 KERNEL4_VECS = 4  # 16-byte vectors per thread in rmsnorm.cu's kernel 4 (its KERNEL4_VECS)
@@ -231,23 +259,11 @@ def _launch_cuda4(
     eps: float,
     rstd: torch.Tensor | None,
 ) -> torch.Tensor:
-    from minikernel.cuda import get_kernel
-    from minikernel.kernels.softmax.cuda_kernels import device_facts
-
     m, n = x.shape
-    facts = device_facts(x.device.index if x.device.index is not None else 0)
-    sp = plan4(m, n, x.dtype, facts.cc)
+    sp = plan4(m, n, x.dtype, _device_facts(x).cc)
     if sp is None:
         return _launch_cuda3(x, w, out, eps, rstd)
-    wf32 = "_wf32" if w is not None and w.dtype == torch.float32 else ""
-    name = f"rmsnorm_kernel4_t{sp.threads}_c{sp.cluster}_{_SUFFIX[x.dtype]}{wf32}"
-    kernel = get_kernel(CU_FILE, name)
-    kernel.allow_cluster_size(sp.cluster)
-    null = ctypes.c_void_p(0)
-    args = (x, w if w is not None else null, out, rstd if rstd is not None else null)
-    extra = (ctypes.c_int64(n), ctypes.c_float(eps), ctypes.c_int32(sp.per_block))
-    kernel(m * sp.cluster, sp.threads, (*args, *extra))
-    return out
+    return _launch_slices(4, sp, x, w, out, eps, rstd, 0)
 
 
 def _launch_triton(
@@ -390,7 +406,6 @@ def _backward_cuda(
     apply (rows Triton reads once, no clusters, rows that are not whole 16-byte vectors,
     unaligned tensors): the caller runs Triton's."""
     from minikernel.cuda import get_kernel
-    from minikernel.kernels.softmax.cuda_kernels import device_facts
 
     from .triton_kernels import reduce_dw
 
@@ -399,8 +414,7 @@ def _backward_cuda(
     tensors = [t for t in (dy, x, w, dx) if t is not None]
     if n % vec or any(t.data_ptr() % 16 for t in tensors):
         return None
-    facts = device_facts(x.device.index if x.device.index is not None else 0)
-    sp = plan_bwd(n, x.dtype, facts.cc, **knobs)
+    sp = plan_bwd(n, x.dtype, _device_facts(x).cc, **knobs)
     if sp is None:
         return None
     wf32 = "_wf32" if w is not None and w.dtype == torch.float32 else ""
