@@ -21,6 +21,7 @@ and every other shape, or a row that is not whole aligned vectors, as cuda:14.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import functools
@@ -79,7 +80,7 @@ class Plan:
 
 def vector_width(dtype: torch.dtype) -> int:
     """Elements in one 16-byte vector: 4 floats or 8 halves."""
-    return 16 // torch.empty((), dtype=dtype).element_size()
+    return 16 // dtype.itemsize
 
 
 def _pow2_threads(work: int) -> int:
@@ -354,8 +355,13 @@ _PLANNERS = {
 RUNGS = tuple(_PLANNERS)
 
 
+@functools.lru_cache(maxsize=4096)
 def plan(rung: int, m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
-    """The kernel, grid, block and shared memory that rung ``rung`` uses for an (m, n) input."""
+    """The kernel, grid, block and shared memory that rung ``rung`` uses for an (m, n) input.
+
+    A pure function of its arguments, so it is cached: :func:`launch` calls it on every call,
+    and walking a rung's chain of planners costs the host several microseconds each time (a
+    refused shape raises, and is not cached)."""
     if dtype not in SUFFIX:
         raise TypeError(f"softmax: CUDA kernels take float32, float16 or bfloat16, not {dtype}")
     if m < 1 or n < 1:
@@ -398,11 +404,10 @@ def device_facts(index: int) -> DeviceFacts:
 
 @functools.cache
 def _kernel(name: str, index: int):  # type: ignore[no-untyped-def]
-    # One handle per (kernel, device), loaded with that device current.
+    # One handle per (kernel, device); launch makes the device current first.
     from minikernel.cuda import get_kernel
 
-    with torch.cuda.device(index):
-        return get_kernel(CU_FILE, name)
+    return get_kernel(CU_FILE, name)
 
 
 def match_alignment(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -448,7 +453,10 @@ def launch(rung: int, x: torch.Tensor, y: torch.Tensor, p: Plan | None = None) -
         )
     else:
         args = (x, y, ctypes.c_int64(n))
-    with torch.cuda.device(index):
+    # x's device current for the launch (its stream and context); when it is already current,
+    # as it usually is, entering torch.cuda.device would cost the host a device switch for nothing.
+    here = index == torch.cuda.current_device()
+    with contextlib.nullcontext() if here else torch.cuda.device(index):
         kernel = _kernel(p.kernel, index)
         kernel.allow_cluster_size(p.cluster)  # nothing to do up to 8
         kernel(p.grid, p.block, args, shared_mem=p.smem)
