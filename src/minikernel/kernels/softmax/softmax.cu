@@ -811,6 +811,22 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int bytes) {
 // [rank * per_block, (rank + 1) * per_block) of the row's aligned body; block 0 also takes the
 // scalar edges.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+// The row's (max, sum) over a cluster: each warp's pair, reduced with shuffles, goes to every
+// block of the cluster (cluster.cuh's exchange), and each block folds all of them in the same
+// order, so every block ends with the same bits. Rungs 10, 12, 13 and 14 call it.
+template <int WARPS, int CLUSTER>
+__device__ __forceinline__ MaxSum cluster_ms(ClusterExchange<2, WARPS, CLUSTER>& xch, MaxSum mine) {
+    const MaxSum t = warp_ms(mine);
+    exchange_push(xch, {t.m, t.s});
+    float acc[2] = {MK_NEG_INF, 0.f};
+    exchange_fold(xch, acc, [](float (&a)[2], const float (&b)[2]) {
+        const MaxSum r = ms_merge({a[0], a[1]}, {b[0], b[1]});
+        a[0] = r.m;
+        a[1] = r.s;
+    });
+    return {acc[0], acc[1]};
+}
+
 template <typename T, int THREADS, int CLUSTER, bool PREFETCH = false, bool LEAN = false>
 __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per_block,
                                           long long M = 0, int ahead = 0) {
@@ -858,15 +874,7 @@ __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per
     }
     MaxSum t;
     if (CLUSTER > 1) {  // each warp's pair goes to every block of the cluster (cluster.cuh)
-        t = warp_ms({m, sum});
-        exchange_push(xch, {t.m, t.s});
-        float acc[2] = {MK_NEG_INF, 0.f};
-        exchange_fold(xch, acc, [](float (&a)[2], const float (&b)[2]) {
-            const MaxSum r = ms_merge({a[0], a[1]}, {b[0], b[1]});
-            a[0] = r.m;
-            a[1] = r.s;
-        });
-        t = {acc[0], acc[1]};
+        t = cluster_ms(xch, {m, sum});
     } else {
         t = block_ms({m, sum}, scratch);
     }
@@ -1167,16 +1175,9 @@ __device__ __forceinline__ void softmax14_slice(ClusterExchange<2, THREADS / 32,
         }
     }
     // 3. the cluster's (max, sum), then y = p * exp(m_t - m) / s (kernel 10 explains -inf rows)
-    const MaxSum t = warp_ms({m, sum});
-    exchange_push(xch, {t.m, t.s});
-    float acc[2] = {MK_NEG_INF, 0.f};
-    exchange_fold(xch, acc, [](float (&a)[2], const float (&b)[2]) {
-        const MaxSum r = ms_merge({a[0], a[1]}, {b[0], b[1]});
-        a[0] = r.m;
-        a[1] = r.s;
-    });
-    const float inv = 1.f / acc[1];
-    const float f = (m == MK_NEG_INF ? 0.f : mk_exp<true>(m - acc[0])) * inv;
+    const MaxSum t = cluster_ms(xch, {m, sum});
+    const float inv = 1.f / t.s;
+    const float f = (m == MK_NEG_INF ? 0.f : mk_exp<true>(m - t.m)) * inv;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const int i = tid + k * THREADS;
@@ -1191,7 +1192,7 @@ __device__ __forceinline__ void softmax14_slice(ClusterExchange<2, THREADS / 32,
     // live registers: no spill).
     if (!FULL && edge) {
         const long long idx = edge_index(split_row(xr, N), tid, VN);
-        yr[idx] = from_float<T>(mk_exp<true>(to_float(xr[idx]) - acc[0]) * inv);
+        yr[idx] = from_float<T>(mk_exp<true>(to_float(xr[idx]) - t.m) * inv);
     }
 }
 
