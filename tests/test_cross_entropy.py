@@ -370,8 +370,8 @@ def test_linear_cross_entropy_without_grad_and_default_chunk() -> None:
         loss = linear_cross_entropy(hidden, weight, target)
     ref, _, _ = reference_linear(hidden, weight, target)
     torch.testing.assert_close(loss.double(), ref, rtol=1e-5, atol=1e-6)
-    assert default_chunk(128256, torch.bfloat16) == 2048
-    assert default_chunk(131072, torch.float32) == 1024
+    assert default_chunk(128256, torch.bfloat16) == 1024
+    assert default_chunk(131072, torch.float32) == 512
 
 
 @pytest.mark.parametrize("default", ["cuda:1", "triton:1"])
