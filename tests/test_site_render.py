@@ -102,6 +102,27 @@ def test_speedup_claim_fails_when_it_no_longer_holds() -> None:
         render.speedup(f, slow, fast, at_least=1.0)  # the claim reversed
 
 
+def test_ratio_claim_fails_outside_its_bounds() -> None:
+    f = results_file()
+    a, b = {"impl": "triton:1", "shape": [1024]}, {"impl": "cuda:1", "shape": [1024]}
+    assert render.ratio_value(f, a, b, "median_us", at_most=0.5) == pytest.approx(0.5)
+    with pytest.raises(render.ClaimFailed, match=r"at most 0\.25 times .* give 0\.500"):
+        render.ratio_value(f, a, b, "median_us", at_most=0.25)
+    with pytest.raises(render.ClaimFailed, match=r"at least 0\.75 times"):
+        render.ratio_value(f, a, b, "median_us", at_least=0.75)
+
+
+def test_added_memory_is_derived_from_peak_and_base() -> None:
+    data = minimal_results()
+    rec = data["records"][0]
+    # Placeholder values that only exercise the derivation (not measurements).
+    rec.update(peak_mem_bytes=5000, base_mem_bytes=1200)
+    data["records"].append({k: v for k, v in rec.items() if k != "base_mem_bytes"})
+    f = ResultsFile("vector_add", "test-gpu", Path("/x/test-gpu/vector_add.json"), data)
+    assert f.data["records"][0]["added_mem_bytes"] == 3800
+    assert "added_mem_bytes" not in f.data["records"][1]  # no base, nothing derived
+
+
 def test_at_least_claim() -> None:
     f = results_file()
     sel = {"impl": "cuda:1", "shape": [1024]}

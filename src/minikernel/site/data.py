@@ -21,12 +21,31 @@ class MissingResult(LookupError):
     """A page asked for a results file or a record that is not there: the build must fail."""
 
 
+def _added_mem(rec: dict[str, Any]) -> int | None:
+    peak, base = rec.get("peak_mem_bytes"), rec.get("base_mem_bytes")
+    return None if peak is None or base is None else peak - base
+
+
+DERIVED = {"added_mem_bytes": _added_mem}
+"""Fields a page may ask for that the results hold only as parts, computed here at build time:
+``added_mem_bytes`` is the memory one call took above what was allocated before it (its
+inputs), the peak less the base."""
+
+
 @dataclass(frozen=True)
 class ResultsFile:
     op: str
     slug: str
     path: Path
     data: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        for rec in self.data.get("records", []):
+            for name, derive in DERIVED.items():
+                if name not in rec:
+                    value = derive(rec)
+                    if value is not None:
+                        rec[name] = value
 
     @property
     def env(self) -> dict[str, Any]:

@@ -163,11 +163,19 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
 
     @env.macro
     def ratio(
-        op: str, num: dict, den: dict, field: str = "median_us", gpu: str | None = None
+        op: str,
+        num: dict,
+        den: dict,
+        field: str = "median_us",
+        gpu: str | None = None,
+        at_most: float | None = None,
+        at_least: float | None = None,
     ) -> str:
-        """num[field] / den[field], e.g. a slowdown or a speed-up, as "1.23×"."""
+        """num[field] / den[field], e.g. a slowdown or a speed-up, as "1.23×"; fails the build
+        if it is above ``at_most`` or below ``at_least`` when the page gives them."""
         f = load(op, gpu)
-        return inline(f, render.fmt.ratio(render.ratio_value(f, num, den, field), lang()), num, den)
+        r = render.ratio_value(f, num, den, field, at_most, at_least)
+        return inline(f, render.fmt.ratio(r, lang()), num, den)
 
     @env.macro
     def speedup(

@@ -203,6 +203,7 @@ FIELDS = {
     "max_rel_err": lambda v, lang: fmt.number(v, lang, 2) if v >= 0.01 else f"{v:.1e}",
     "bytes": lambda v, lang: fmt.bytes_(v, lang),
     "peak_mem_bytes": lambda v, lang: fmt.bytes_(v, lang),
+    "added_mem_bytes": lambda v, lang: fmt.bytes_(v, lang),
     "sm_mhz": lambda v, lang: f"{fmt.integer(int(v), lang)} MHz",
     "power_w": lambda v, lang: f"{fmt.integer(round(v), lang)} W",
 }
@@ -270,11 +271,28 @@ def figure(
     )
 
 
-def ratio_value(f: ResultsFile, num: dict[str, Any], den: dict[str, Any], field: str) -> float:
-    a, b = one(f, **num)[field], one(f, **den)[field]
+def ratio_value(
+    f: ResultsFile,
+    num: dict[str, Any],
+    den: dict[str, Any],
+    field: str,
+    at_most: float | None = None,
+    at_least: float | None = None,
+) -> float:
+    """num[field] / den[field]; raises ClaimFailed when it is outside the bounds a page gives
+    (``at_most`` for "a quarter of torch's memory or less", ``at_least`` for its converse)."""
+    a, b = one(f, **num).get(field), one(f, **den).get(field)
     if a is None or b is None or b == 0:
         raise ClaimFailed(f"{f.path.name}: cannot divide {field} of {num} by {den}")
-    return a / b
+    r = a / b
+    for bound, ok, word in ((at_most, lambda: r <= at_most, "at most"),
+                            (at_least, lambda: r >= at_least, "at least")):
+        if bound is not None and not ok():
+            raise ClaimFailed(
+                f"{f.path.name}: a page claims {field} of {num} is {word} {bound} times that of "
+                f"{den}, but the results give {r:.3f}"
+            )
+    return r
 
 
 def speedup(f: ResultsFile, fast: dict[str, Any], slow: dict[str, Any], at_least: float) -> float:
