@@ -158,8 +158,9 @@ for dtype in (torch.bfloat16, torch.float32):
 # 16384 columns (on rows of up to 32 KB it runs `cuda:3`'s kernels); the first rungs (`triton:1`,
 # `cuda:1`) at three row lengths, to show what the tuning buys. Backward: dx and dweight from a
 # graph built once; `triton:2` (Triton's backward) at every length, and
-# `cuda:3` (its backward is the persistent CUDA cluster kernel for rows longer than 16384
-# elements, Triton's below) where it differs. `torch.compile` is built anew for each shape it
+# `cuda:3` where its backward differs: a CUDA kernel with one warp per row for rows of up to 2048
+# 16-bit or 1024 fp32 elements, and the persistent CUDA cluster kernel for rows longer than
+# 16384 (Triton's between). `torch.compile` is built anew for each shape it
 # times (specialised to it, a fair baseline); that costs seconds per shape, so it is timed at a
 # few row lengths only. Liger's RMSNorm refuses rows of 65536 elements or more; a peer that is not
 # installed or refuses a case is reported and skipped. Each record keeps the largest error of
@@ -174,8 +175,9 @@ for dtype in (torch.bfloat16, torch.float32):
 # primeros peldaños (`triton:1`, `cuda:1`) en tres longitudes de fila, para ver qué aporta el
 # ajuste.
 # Backward: dx y dweight desde un grafo construido una vez; `triton:2` (el backward de Triton)
-# en todas las longitudes, y `cuda:3` (cuyo backward es el kernel persistente de CUDA sobre
-# clusters para filas de más de 16384 elementos, y el de Triton por debajo) donde difiere.
+# en todas las longitudes, y `cuda:3` donde su backward difiere: un kernel de CUDA con un warp
+# por fila para filas de hasta 2048 elementos de 16 bits o 1024 de fp32, y el kernel persistente
+# de CUDA sobre clusters para filas de más de 16384 (el de Triton entre ambos).
 # `torch.compile` se construye de nuevo para cada forma que se mide (especializado en ella,
 # para que la comparación sea justa); cuesta segundos por forma, así que solo se mide en unas
 # pocas longitudes de fila. El RMSNorm de Liger rechaza filas de 65536 elementos o más; un
@@ -217,8 +219,9 @@ ONLY_AT = {
     ("cuda:4", "fwd"): [16384, 32768, 65536, 131072],
     ("torch:compile", "fwd"): [4096, 16384, 131072],
     ("torch:compile", "bwd"): [4096, 131072],
-    # cuda:3's backward is Triton's up to 16384 columns (the same kernel as triton:2's)
-    ("cuda:3", "bwd"): [32768, 65536, 131072],
+    # cuda:3's backward: the warp-per-row CUDA kernel up to 2048 16-bit or 1024 fp32 columns,
+    # Triton's (the same kernel as triton:2's) from there to 16384, the cluster kernel past it
+    ("cuda:3", "bwd"): [1024, 2048, 32768, 65536, 131072],
 }
 ONLY_DTYPE = {
     ("triton:1", "fwd"): torch.bfloat16,

@@ -514,10 +514,43 @@ def test_cuda_backward_plan_and_kernels() -> None:
                     assert f"{sp.kernel}_{suffix}{w}" in names, (n, dtype, sp)
 
 
+_SUFFIXES = ((torch.float32, "f32"), (torch.float16, "f16"), (torch.bfloat16, "bf16"))
+
+
+def test_cuda_backward_rows_plan_and_kernels() -> None:
+    """plan_bwd_rows takes whole-vector rows of 65 to 256 vectors (3 to 8 per lane of a warp),
+    sizes the block by the registers K needs, and every kernel it plans exists in rmsnorm.cu."""
+    from minikernel.cuda import compile_file
+    from minikernel.kernels.rmsnorm import CU_FILE, plan_bwd_rows
+
+    sp = plan_bwd_rows(1024, torch.bfloat16)
+    assert (sp.k, sp.threads, sp.nvec) == (4, 640, 128)
+    assert sp.smem == 20 * 1024 * 4  # 20 warps' dw sums, 1024 floats each
+    sp = plan_bwd_rows(2048, torch.bfloat16)
+    assert (sp.k, sp.threads, sp.nvec) == (8, 384, 256)
+    sp = plan_bwd_rows(1024, torch.float32)
+    assert (sp.k, sp.threads, sp.nvec) == (8, 384, 256)
+    assert plan_bwd_rows(2048, torch.float32) is None  # 512 vectors: past 8 per lane
+    assert plan_bwd_rows(512, torch.bfloat16) is None  # 64 vectors: Triton's
+    assert plan_bwd_rows(1028, torch.bfloat16) is None  # not whole vectors
+    names = compile_file(CU_FILE, "sm_90").kernel_names
+    for n in range(8, 4096, 8):
+        for dtype, suffix in _SUFFIXES:
+            sp = plan_bwd_rows(n, dtype)
+            if sp is not None:
+                assert sp.smem <= 227 * 1024, (n, dtype, sp)  # the H200's opt-in limit
+                for w in ("", "_wf32"):
+                    assert f"{sp.kernel}_{suffix}{w}" in names, (n, dtype, sp)
+
+
 CUDA_BWD_SHAPES = [
     (5, 32768),  # two blocks per row (bf16), fewer rows than clusters
     (33, 40008),  # a row that does not split evenly: the last block owns fewer vectors
     (300, 131072),  # eight blocks per row, several rows per cluster; fp32: 8 vectors a thread
+    # The warp-per-row kernel (plan_bwd_rows):
+    (3, 1024),  # fewer rows than a block has warps
+    (7001, 1024),  # several rows per warp, not evenly (fp32: 8 vectors a lane, 16-bit: 4)
+    (130, 520),  # 65 vectors of 16-bit (lanes past the first hold 2 or 3), 130 of fp32
 ]
 
 
@@ -585,13 +618,14 @@ def test_cuda_backward_as_the_first_cuda_call_of_autograds_thread() -> None:
 
 
 @pytest.mark.gpu
-def test_cuda_backward_is_deterministic_and_writes_only_dx() -> None:
+@pytest.mark.parametrize("n", [65536, 1024])  # the cluster kernel; the warp-per-row kernel
+def test_cuda_backward_is_deterministic_and_writes_only_dx(n: int) -> None:
     from minikernel.cuda import clusters_available
     from minikernel.kernels.rmsnorm import _backward_cuda
 
     if not clusters_available(torch.device("cuda")):
         pytest.skip("the CUDA backward needs clusters (sm_90+) and NVIDIA's bindings")
-    m, n = 77, 65536
+    m = 77 if n > 16384 else 5003
     x, w, dy = make_inputs(m, n, torch.float32, "cuda", seed=2, with_grad_out=True)
     rstd = torch.rsqrt(x.pow(2).mean(-1) + EPS)
     first = _backward_cuda(dy, x, w, rstd)
@@ -611,12 +645,13 @@ def test_cuda_backward_is_deterministic_and_writes_only_dx() -> None:
 
 
 @pytest.mark.gpu
-def test_cuda_backward_leaves_unaligned_rows_to_triton() -> None:
+@pytest.mark.parametrize("n", [32768, 1024])  # the cluster kernel; the warp-per-row kernel
+def test_cuda_backward_leaves_unaligned_rows_to_triton(n: int) -> None:
     """A dy that starts off a 16-byte boundary, or rows that are not whole vectors: None from
     the kernel, and the autograd result still right (Triton's backward ran)."""
     from minikernel.kernels.rmsnorm import _backward_cuda
 
-    m, n = 4, 32768
+    m = 4
     x, w, dy = make_inputs(m, n + 1, torch.bfloat16, "cuda", seed=9, with_grad_out=True)
     rstd = torch.rsqrt(x.float().pow(2).mean(-1) + EPS)
     assert _backward_cuda(dy, x, w, rstd) is None  # n + 1 is not a whole number of vectors

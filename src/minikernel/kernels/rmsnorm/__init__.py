@@ -392,6 +392,71 @@ def plan_bwd(n: int, dtype: torch.dtype, cc: tuple[int, int], **knobs: int) -> B
     return BwdPlan(cluster, per_block, threads, k)
 
 
+ROWS_BWD_THREADS = {(4, 4): 768, (4, 2): 640, (8, 4): 384, (8, 2): 384}
+"""Threads per block of rmsnorm_bwd_rows_kernel_k{K}_t{threads}, by (K, element size): all the
+warps one SM holds with the registers K vectors per lane need (rmsnorm.cu)."""
+
+
+@dataclass(frozen=True)
+class RowsBwdPlan:
+    k: int  # 16-byte vectors per lane and tensor: a warp holds 32 k vectors of a row
+    threads: int
+    nvec: int  # 16-byte vectors per row
+    elem_size: int  # bytes per element of x
+
+    @property
+    def smem(self) -> int:
+        """Dynamic shared memory of one block: each warp's dw sums, n floats per warp."""
+        return self.threads // 32 * self.nvec * (16 // self.elem_size) * 4
+
+    @property
+    def kernel(self) -> str:
+        return f"rmsnorm_bwd_rows_kernel_k{self.k}_t{self.threads}"
+
+
+def plan_bwd_rows(n: int, dtype: torch.dtype) -> RowsBwdPlan | None:
+    """The warp-per-row CUDA backward (rmsnorm_bwd_rows_kernel_*) for rows of ``n`` elements,
+    or None: rows of whole 16-byte vectors that need 3 to 8 vectors per lane, 65 to 256 vectors
+    (16-bit dtypes: 520 to 2048 elements; fp32: 260 to 1024). Shorter and longer rows keep the
+    other backwards (Triton's; the cluster kernel from 16385 elements)."""
+    size = torch.empty((), dtype=dtype).element_size()
+    vec = 16 // size
+    nvec = n // vec
+    if n % vec or not 64 < nvec <= 32 * 8:
+        return None
+    k = 4 if nvec <= 32 * 4 else 8
+    return RowsBwdPlan(k, ROWS_BWD_THREADS[(k, min(size, 4))], nvec, size)
+
+
+def _backward_rows(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    w: torch.Tensor | None,
+    rstd: torch.Tensor,
+    plan: RowsBwdPlan,
+    dx: torch.Tensor,
+    need_dw: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Launch the warp-per-row backward (aligned, whole-vector rows: the caller checked)."""
+    from minikernel.cuda import get_kernel
+
+    from .triton_kernels import reduce_dw
+
+    m, n = x.shape
+    wf32 = "_wf32" if w is not None and w.dtype == torch.float32 else ""
+    kernel = get_kernel(CU_FILE, f"{plan.kernel}_{_SUFFIX[x.dtype]}{wf32}")
+    has_dw = w is not None and need_dw
+    smem = plan.smem if has_dw else 0
+    warps = plan.threads // 32
+    blocks = max(1, min(-(-m // warps), kernel.max_active_clusters(plan.threads, smem, 1)))
+    part = torch.empty((blocks, n), dtype=torch.float32, device=x.device) if has_dw else None
+    null = ctypes.c_void_p(0)
+    args = (dy, x, w if w is not None else null, rstd, dx, part if has_dw else null)
+    extra = (ctypes.c_int64(m), ctypes.c_int32(plan.nvec))
+    kernel(blocks, plan.threads, (*args, *extra), shared_mem=smem)
+    return dx, (reduce_dw(part, w.dtype) if has_dw else None)
+
+
 def _backward_cuda(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -402,9 +467,11 @@ def _backward_cuda(
     dx: torch.Tensor | None = None,
     **knobs: int,
 ) -> tuple[torch.Tensor, torch.Tensor | None] | None:
-    """The CUDA backward (dx, dweight), dx into ``dx`` if given, or None where it does not
-    apply (rows Triton reads once, no clusters, rows that are not whole 16-byte vectors,
-    unaligned tensors): the caller runs Triton's."""
+    """The CUDA backward (dx, dweight), dx into ``dx`` if given: the warp-per-row kernel for
+    short rows (plan_bwd_rows), the cluster kernel for long ones (plan_bwd). None where neither
+    applies (the rows between, which Triton reads once; no clusters; rows that are not whole
+    16-byte vectors; unaligned tensors): the caller runs Triton's. ``knobs`` (tuning
+    experiments) go to plan_bwd and skip the short-row kernel."""
     from minikernel.cuda import get_kernel
 
     from .triton_kernels import reduce_dw
@@ -414,6 +481,11 @@ def _backward_cuda(
     tensors = [t for t in (dy, x, w, dx) if t is not None]
     if n % vec or any(t.data_ptr() % 16 for t in tensors):
         return None
+    rows_plan = None if knobs else plan_bwd_rows(n, x.dtype)
+    if rows_plan is not None:
+        return _backward_rows(
+            dy, x, w, rstd, rows_plan, torch.empty_like(x) if dx is None else dx, need_dw
+        )
     sp = plan_bwd(n, x.dtype, _device_facts(x).cc, **knobs)
     if sp is None:
         return None
@@ -467,8 +539,9 @@ def default_impl(t: torch.Tensor) -> str:
     fit one block: the fastest of ours at most forward shapes of the H200 lab, and by far at
     rows of 65536 and more, which the Triton kernels read twice; it falls back to rungs 2 and 1
     for rows it cannot vectorise), ``triton:2`` on other GPUs and under Triton's
-    interpreter, PyTorch otherwise. After ``cuda:3`` or ``cuda:4`` the backward is the CUDA
-    kernel for rows longer than 16384 elements (plan_bwd), Triton's below."""
+    interpreter, PyTorch otherwise. After ``cuda:3`` or ``cuda:4`` the backward is CUDA C for
+    short rows (a warp per row, plan_bwd_rows) and for rows longer than 16384 elements (the
+    cluster kernel, plan_bwd), Triton's between."""
     if t.is_cuda:
         from minikernel.cuda import clusters_available
 

@@ -528,3 +528,122 @@ RMSNORM_BWD_ENTRY(f32, float, float, , 512, 8, 8)
 RMSNORM_BWD_ENTRY(f32, float, float, _wf32, 512, 8, 8)
 #endif  // __CUDA_ARCH__ >= 900
 // --8<-- [end:backward]
+
+// --8<-- [start:backward_rows]
+// The backward pass for short rows: up to 32 x 8 vectors, 2048 16-bit or 1024 fp32 elements.
+// Here the cluster kernel above has little to split and Triton's backward (one program per SM
+// stepping through a few rows at a time, each step ending at a block barrier) keeps too few
+// bytes in flight. So one warp owns a whole row: lane l holds vectors l, l + 32, ..., K of them
+// per tensor, the row's sum of g * x is a warp shuffle (no barrier), and the warp moves on to
+// its next row, while the other warps of the SM are at other points of theirs. A block is all
+// the warps one SM holds (one block per SM by design, THREADS set by the registers K needs), and
+// each warp walks rows warp, warp + W, warp + 2W, ... (W warps in the grid), summing dy * xhat
+// for its columns in registers. At the end the block adds up its warps' sums in shared memory,
+// in warp order, and writes one row of `dw_part`; reduce_dw adds the blocks' rows, also in a
+// fixed order: dw is the same on every run. Needs n % Vec<T>::N == 0 and 16-byte aligned dy, x,
+// w and dx (the host checks). Dynamic shared memory: THREADS / 32 x n floats.
+template <typename T, typename W, int K, int THREADS>
+__device__ __forceinline__ void rmsnorm_bwd_rows(const T* dy, const T* x, const W* w,
+                                                 const float* rstd, T* dx, float* dw_part,
+                                                 long long m, int nvec) {
+    constexpr int V = Vec<T>::N;
+    constexpr int WARPS = THREADS / 32;
+    extern __shared__ __align__(16) float dw_warps[];  // [WARPS][n]: each warp's dw sums
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const long long n = static_cast<long long>(nvec) * V;
+    const long long stride = static_cast<long long>(gridDim.x) * WARPS;
+    float acc[K][V];
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[k][e] = 0.0f;
+    for (long long row = static_cast<long long>(blockIdx.x) * WARPS + warp; row < m; row += stride) {
+        const T* xr = x + row * n;
+        const T* dr = dy + row * n;
+        Vec<T> xv[K], dv[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k) {  // every load of the row issued before any is used
+            const int i = lane + 32 * k;
+            if (i < nvec) {
+                xv[k] = load_vec_plain(xr + static_cast<long long>(i) * V);
+                dv[k] = load_vec_plain(dr + static_cast<long long>(i) * V);
+            }
+        }
+        const float r = rstd[row];
+        float dot = 0.0f;  // this lane's share of sum_j dy_j w_j x_j
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int i = lane + 32 * k;
+            if (i < nvec) {
+                float wf[V];
+                load_weights(w, static_cast<long long>(i) * V, wf);
+#pragma unroll
+                for (int e = 0; e < V; ++e) dot += to_float(dv[k].v[e]) * wf[e] * to_float(xv[k].v[e]);
+            }
+        }
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+        const float coef = dot * r * r * r / static_cast<float>(n);
+        T* dxr = dx + row * n;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int i = lane + 32 * k;
+            if (i < nvec) {
+                float wf[V];
+                load_weights(w, static_cast<long long>(i) * V, wf);  // an L1 hit by now
+                Vec<T> out;
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    const float xf = to_float(xv[k].v[e]), df = to_float(dv[k].v[e]);
+                    out.v[e] = from_float<T>(df * wf[e] * r - xf * coef);
+                    acc[k][e] += df * xf * r;
+                }
+                store_vec(dxr + static_cast<long long>(i) * V, out);
+            }
+        }
+    }
+    if (!dw_part) return;  // the same for every thread: no barrier is skipped by some only
+    float* mine = dw_warps + static_cast<long long>(warp) * n;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int i = lane + 32 * k;
+        if (i < nvec) {
+#pragma unroll
+            for (int e = 0; e < V; e += 4) {
+                *reinterpret_cast<float4*>(mine + static_cast<long long>(i) * V + e) =
+                    make_float4(acc[k][e], acc[k][e + 1], acc[k][e + 2], acc[k][e + 3]);
+            }
+        }
+    }
+    __syncthreads();  // every warp's sums are in shared memory
+    float* out = dw_part + static_cast<long long>(blockIdx.x) * n;
+    for (long long j = threadIdx.x; j < n; j += THREADS) {
+        float s = 0.0f;
+#pragma unroll 4
+        for (int v = 0; v < WARPS; ++v) s += dw_warps[static_cast<long long>(v) * n + j];  // in warp order
+        out[j] = s;
+    }
+}
+
+#define RMSNORM_BWD_ROWS_ENTRY(SUFFIX, T, W, WSUFFIX, K, THREADS)                              \
+    extern "C" __global__ void __launch_bounds__(THREADS, 1)                                   \
+        rmsnorm_bwd_rows_kernel_k##K##_t##THREADS##_##SUFFIX##WSUFFIX(                         \
+            const T* dy, const T* x, const W* w, const float* rstd, T* dx, float* dw_part,     \
+            long long m, int nvec) {                                                           \
+        rmsnorm_bwd_rows<T, W, K, THREADS>(dy, x, w, rstd, dx, dw_part, m, nvec);              \
+    }
+// What plan_bwd_rows launches (ROWS_BWD_THREADS in __init__.py): as many threads as the
+// registers of K vectors per lane let one SM hold. K = 4: 768 threads in fp32, 640 in 16-bit
+// dtypes (at 768 their build spills); K = 8: 384 (the fp32 build spills at 448 and 512 on
+// sm_120, whose compiler caps it at 128 registers there).
+#define RMSNORM_BWD_ROWS_WEIGHT(SUFFIX, T, W, WSUFFIX, T4, T8)                                 \
+    RMSNORM_BWD_ROWS_ENTRY(SUFFIX, T, W, WSUFFIX, 4, T4)                                       \
+    RMSNORM_BWD_ROWS_ENTRY(SUFFIX, T, W, WSUFFIX, 8, T8)
+#define RMSNORM_BWD_ROWS(SUFFIX, T, T4, T8)                                                    \
+    RMSNORM_BWD_ROWS_WEIGHT(SUFFIX, T, T, , T4, T8)                                            \
+    RMSNORM_BWD_ROWS_WEIGHT(SUFFIX, T, float, _wf32, T4, T8)
+RMSNORM_BWD_ROWS(f32, float, 768, 384)
+RMSNORM_BWD_ROWS(f16, mk_half, 640, 384)
+RMSNORM_BWD_ROWS(bf16, mk_bf16, 640, 384)
+// --8<-- [end:backward_rows]
