@@ -395,6 +395,9 @@ def plan_bwd(n: int, dtype: torch.dtype, cc: tuple[int, int], **knobs: int) -> B
 ROWS_BWD_THREADS = {(4, 4): 768, (4, 2): 640, (8, 4): 384, (8, 2): 384}
 """Threads per block of rmsnorm_bwd_rows_kernel_k{K}_t{threads}, by (K, element size): all the
 warps one SM holds with the registers K vectors per lane need (rmsnorm.cu)."""
+ROWS_BWD_SLOTS = 2
+"""Warps whose dw sums the block holds in shared memory at once (the same constant in
+rmsnorm.cu)."""
 
 
 @dataclass(frozen=True)
@@ -406,8 +409,8 @@ class RowsBwdPlan:
 
     @property
     def smem(self) -> int:
-        """Dynamic shared memory of one block: each warp's dw sums, n floats per warp."""
-        return self.threads // 32 * self.nvec * (16 // self.elem_size) * 4
+        """Dynamic shared memory of one block: ROWS_BWD_SLOTS warps' dw sums, n floats each."""
+        return ROWS_BWD_SLOTS * self.nvec * (16 // self.elem_size) * 4
 
     @property
     def kernel(self) -> str:

@@ -538,17 +538,18 @@ RMSNORM_BWD_ENTRY(f32, float, float, _wf32, 512, 8, 8)
 // its next row, while the other warps of the SM are at other points of theirs. A block is all
 // the warps one SM holds (one block per SM by design, THREADS set by the registers K needs), and
 // each warp walks rows warp, warp + W, warp + 2W, ... (W warps in the grid), summing dy * xhat
-// for its columns in registers. At the end the block adds up its warps' sums in shared memory,
-// in warp order, and writes one row of `dw_part`; reduce_dw adds the blocks' rows, also in a
-// fixed order: dw is the same on every run. Needs n % Vec<T>::N == 0 and 16-byte aligned dy, x,
-// w and dx (the host checks). Dynamic shared memory: THREADS / 32 x n floats.
+// for its columns in registers. At the end the block adds up its warps' sums through shared
+// memory, in warp order, and writes one row of `dw_part`; reduce_dw adds the blocks' rows, also
+// in a fixed order: dw is the same on every run. Needs n % Vec<T>::N == 0 and 16-byte aligned
+// dy, x, w and dx (the host checks). Dynamic shared memory: ROWS_BWD_SLOTS x n floats.
+constexpr int ROWS_BWD_SLOTS = 2;  // warps whose dw sums are in shared memory at once
 template <typename T, typename W, int K, int THREADS>
 __device__ __forceinline__ void rmsnorm_bwd_rows(const T* dy, const T* x, const W* w,
                                                  const float* rstd, T* dx, float* dw_part,
                                                  long long m, int nvec) {
     constexpr int V = Vec<T>::N;
     constexpr int WARPS = THREADS / 32;
-    extern __shared__ __align__(16) float dw_warps[];  // [WARPS][n]: each warp's dw sums
+    extern __shared__ __align__(16) float dw_slots[];  // [ROWS_BWD_SLOTS][n]: warps' dw sums
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const long long n = static_cast<long long>(nvec) * V;
@@ -604,25 +605,46 @@ __device__ __forceinline__ void rmsnorm_bwd_rows(const T* dy, const T* x, const 
         }
     }
     if (!dw_part) return;  // the same for every thread: no barrier is skipped by some only
-    float* mine = dw_warps + static_cast<long long>(warp) * n;
+    // The block's dw: ROWS_BWD_SLOTS warps at a time put their sums in shared memory, and each
+    // thread adds them, in warp order, to the columns it owns (threadIdx.x + c * THREADS).
+    // Room for every warp at once (up to 96 KB) measured 2-3 us slower on the H200: the
+    // shared memory it takes from L1 slowed the whole kernel, not only this step.
+    constexpr int CEIL = (32 * K * V + THREADS - 1) / THREADS;  // columns per thread, at most
+    float colsum[CEIL];
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-        const int i = lane + 32 * k;
-        if (i < nvec) {
+    for (int c = 0; c < CEIL; ++c) colsum[c] = 0.0f;
+    for (int first = 0; first < WARPS; first += ROWS_BWD_SLOTS) {
+        if (warp >= first && warp < first + ROWS_BWD_SLOTS) {
+            float* slot = dw_slots + static_cast<long long>(warp - first) * n;
 #pragma unroll
-            for (int e = 0; e < V; e += 4) {
-                *reinterpret_cast<float4*>(mine + static_cast<long long>(i) * V + e) =
-                    make_float4(acc[k][e], acc[k][e + 1], acc[k][e + 2], acc[k][e + 3]);
+            for (int k = 0; k < K; ++k) {
+                const int i = lane + 32 * k;
+                if (i < nvec) {
+#pragma unroll
+                    for (int e = 0; e < V; e += 4) {
+                        *reinterpret_cast<float4*>(slot + static_cast<long long>(i) * V + e) =
+                            make_float4(acc[k][e], acc[k][e + 1], acc[k][e + 2], acc[k][e + 3]);
+                    }
+                }
             }
         }
+        __syncthreads();  // these warps' sums are in the slots
+#pragma unroll
+        for (int c = 0; c < CEIL; ++c) {
+            const long long j = threadIdx.x + static_cast<long long>(c) * THREADS;
+            if (j < n) {
+#pragma unroll
+                for (int s = 0; s < ROWS_BWD_SLOTS; ++s)
+                    if (first + s < WARPS) colsum[c] += dw_slots[static_cast<long long>(s) * n + j];
+            }
+        }
+        __syncthreads();  // everyone has read the slots before the next warps write them
     }
-    __syncthreads();  // every warp's sums are in shared memory
     float* out = dw_part + static_cast<long long>(blockIdx.x) * n;
-    for (long long j = threadIdx.x; j < n; j += THREADS) {
-        float s = 0.0f;
-#pragma unroll 4
-        for (int v = 0; v < WARPS; ++v) s += dw_warps[static_cast<long long>(v) * n + j];  // in warp order
-        out[j] = s;
+#pragma unroll
+    for (int c = 0; c < CEIL; ++c) {
+        const long long j = threadIdx.x + static_cast<long long>(c) * THREADS;
+        if (j < n) out[j] = colsum[c];
     }
 }
 
