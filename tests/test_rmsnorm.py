@@ -666,3 +666,27 @@ def test_cuda_backward_leaves_unaligned_rows_to_triton(n: int) -> None:
     r64 = torch.rsqrt(x2.double().pow(2).mean(-1, keepdim=True) + EPS).cpu()
     scale = float((dy_off.double().cpu().abs() * w64.abs() * r64).max())
     _close(xg.grad, dx_ref, scale, BWD_RTOL[torch.bfloat16], "dx")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+def test_cuda_backward_rows_folded_dw(dtype: torch.dtype) -> None:
+    """The warp-per-row backward that sums dw in the same launch (a grid-wide barrier, then a
+    slice of columns per block) agrees with the one that leaves the sum to reduce_dw, gives the
+    same bits on every call, and keeps doing so call after call: the barrier's word must come
+    back ready for the next launch."""
+    from minikernel.kernels.rmsnorm import _backward_rows, plan_bwd_rows
+
+    m, n = 9001, 1024
+    x, w, dy = make_inputs(m, n, dtype, "cuda", seed=21, with_grad_out=True)
+    rstd = torch.rsqrt(x.float().pow(2).mean(-1) + EPS)
+    plan = plan_bwd_rows(n, dtype)
+    dx0, dw0 = _backward_rows(dy, x, w, rstd, plan, torch.empty_like(x), True, fold_dw=False)
+    first = _backward_rows(dy, x, w, rstd, plan, torch.empty_like(x), True)
+    assert torch.equal(first[0], dx0)
+    _close(first[1], dw0.double(), float(dw0.double().abs().max()), BWD_RTOL[dtype], "dw folded")
+    for _ in range(20):
+        again = _backward_rows(dy, x, w, rstd, plan, torch.empty_like(x), True)
+        assert torch.equal(first[1], again[1]) and torch.equal(first[0], again[0])
+    _, dw_ref = reference_grads(x, w, dy, EPS)
+    _close(first[1], dw_ref, float(dw_ref.abs().max()), BWD_RTOL[dtype], "dw against fp64")

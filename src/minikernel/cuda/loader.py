@@ -405,7 +405,12 @@ class Kernel:
         *,
         shared_mem: int = 0,
         stream: Any = None,
+        cooperative: bool = False,
     ) -> None:
+        """Launch on ``stream`` (the current one by default). ``cooperative=True`` launches
+        with cuLaunchCooperativeKernel: the driver guarantees every block of the grid is
+        resident at once, or refuses the launch, which a kernel that waits for all its blocks
+        (a grid-wide barrier) needs."""
         import torch
 
         driver = self.module.driver
@@ -431,9 +436,23 @@ class Kernel:
         pointers = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
         if stream is None:
             stream = torch.cuda.current_stream().cuda_stream
+        what = f"launching {self.name} with grid={grid3} block={block3} smem={shared_mem}"
+        if cooperative:
+            _call_in_context(
+                driver,
+                what + " (cooperative)",
+                driver.cuLaunchCooperativeKernel,
+                self._function,
+                *grid3,
+                *block3,
+                shared_mem,
+                stream,
+                ctypes.addressof(pointers),
+            )
+            return
         _call_in_context(
             driver,
-            f"launching {self.name} with grid={grid3} block={block3} smem={shared_mem}",
+            what,
             driver.cuLaunchKernel,
             self._function,
             *grid3,

@@ -392,7 +392,7 @@ def plan_bwd(n: int, dtype: torch.dtype, cc: tuple[int, int], **knobs: int) -> B
     return BwdPlan(cluster, per_block, threads, k)
 
 
-ROWS_BWD_THREADS = {(4, 4): 768, (4, 2): 640, (8, 4): 384, (8, 2): 384}
+ROWS_BWD_THREADS = {(4, 4): 640, (4, 2): 640, (8, 4): 384, (8, 2): 384}
 """Threads per block of rmsnorm_bwd_rows_kernel_k{K}_t{threads}, by (K, element size): all the
 warps one SM holds with the registers K vectors per lane need (rmsnorm.cu)."""
 ROWS_BWD_SLOTS = 2
@@ -409,8 +409,9 @@ class RowsBwdPlan:
 
     @property
     def smem(self) -> int:
-        """Dynamic shared memory of one block: ROWS_BWD_SLOTS warps' dw sums, n floats each."""
-        return ROWS_BWD_SLOTS * self.nvec * (16 // self.elem_size) * 4
+        """Dynamic shared memory of one block: ROWS_BWD_SLOTS warps' dw sums, n floats each,
+        and at least one float per thread (the folded column sums reuse it)."""
+        return max(ROWS_BWD_SLOTS * self.nvec * (16 // self.elem_size), self.threads) * 4
 
     @property
     def kernel(self) -> str:
@@ -439,6 +440,7 @@ def _backward_rows(
     plan: RowsBwdPlan,
     dx: torch.Tensor,
     need_dw: bool,
+    fold_dw: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Launch the warp-per-row backward (aligned, whole-vector rows: the caller checked)."""
     from minikernel.cuda import get_kernel
@@ -453,11 +455,33 @@ def _backward_rows(
     warps = plan.threads // 32
     blocks = max(1, min(-(-m // warps), kernel.max_active_clusters(plan.threads, smem, 1)))
     part = torch.empty((blocks, n), dtype=torch.float32, device=x.device) if has_dw else None
+    # Fold the column sums of the blocks' partial rows into this kernel (a grid-wide barrier,
+    # then each block sums a slice of columns) where each block's slice fits its threads.
+    fold = has_dw and fold_dw and -(-n // blocks) <= plan.threads
+    dw = torch.empty(n, dtype=w.dtype, device=x.device) if fold else None
     null = ctypes.c_void_p(0)
     args = (dy, x, w if w is not None else null, rstd, dx, part if has_dw else null)
+    args += (dw, _barrier_word(x.device)) if fold else (null, null)
     extra = (ctypes.c_int64(m), ctypes.c_int32(plan.nvec))
-    kernel(blocks, plan.threads, (*args, *extra), shared_mem=smem)
-    return dx, (reduce_dw(part, w.dtype) if has_dw else None)
+    kernel(blocks, plan.threads, (*args, *extra), shared_mem=smem, cooperative=fold)
+    if fold or not has_dw:
+        return dx, dw
+    return dx, reduce_dw(part, w.dtype)
+
+
+_BARRIER_WORDS: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def _barrier_word(device: torch.device) -> torch.Tensor:
+    """The grid barrier's word for launches on the current stream of ``device``: zeroed once,
+    left ready for the next launch by each one (rmsnorm.cu, grid_barrier). One per stream, so
+    that two launches that may run at once never share it."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    key = (index, torch.cuda.current_stream(device).cuda_stream)
+    word = _BARRIER_WORDS.get(key)
+    if word is None:
+        word = _BARRIER_WORDS[key] = torch.zeros(1, dtype=torch.int32, device=device)
+    return word
 
 
 def _backward_cuda(

@@ -543,10 +543,30 @@ RMSNORM_BWD_ENTRY(f32, float, float, _wf32, 512, 8, 8)
 // in a fixed order: dw is the same on every run. Needs n % Vec<T>::N == 0 and 16-byte aligned
 // dy, x, w and dx (the host checks). Dynamic shared memory: ROWS_BWD_SLOTS x n floats.
 constexpr int ROWS_BWD_SLOTS = 2;  // warps whose dw sums are in shared memory at once
+// All the blocks of the grid meet here (they must all be resident at once: the host launches
+// this kernel cooperatively, so the driver refuses a grid that would not be). `bar` is one
+// word that only this launch uses while it runs; the sum of what the blocks add is 2^31, so the
+// top bit flips once every block has arrived and the word is ready for the next launch as it
+// is (the algorithm of CUDA's cooperative groups). The fence before the add publishes this
+// block's writes; the acquire load makes every other block's visible after the wait.
+__device__ __forceinline__ void grid_barrier(unsigned* bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+        __threadfence();
+        const unsigned old = atomicAdd(bar, add);
+        unsigned now;
+        do {
+            asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(now) : "l"(bar) : "memory");
+        } while (((old ^ now) & 0x80000000u) == 0);
+    }
+    __syncthreads();
+}
+
 template <typename T, typename W, int K, int THREADS>
 __device__ __forceinline__ void rmsnorm_bwd_rows(const T* dy, const T* x, const W* w,
                                                  const float* rstd, T* dx, float* dw_part,
-                                                 long long m, int nvec) {
+                                                 W* dw, unsigned* bar, long long m, int nvec) {
     constexpr int V = Vec<T>::N;
     constexpr int WARPS = THREADS / 32;
     extern __shared__ __align__(16) float dw_slots[];  // [ROWS_BWD_SLOTS][n]: warps' dw sums
@@ -646,26 +666,48 @@ __device__ __forceinline__ void rmsnorm_bwd_rows(const T* dy, const T* x, const 
         const long long j = threadIdx.x + static_cast<long long>(c) * THREADS;
         if (j < n) out[j] = colsum[c];
     }
+    if (!dw) return;  // reduce_dw adds the blocks' rows in a second kernel
+    // Folded: every block's row is written once all have met; block b then adds up columns
+    // [b C, b C + C) of all P rows. Thread t takes column t % C and rows g, g + G, ... with
+    // g = t / C (G groups of C threads), and the first C threads add the G group sums in group
+    // order: the same order on every run.
+    grid_barrier(bar);
+    const int P = gridDim.x;
+    const int C = static_cast<int>((n + P - 1) / P);
+    const int G = THREADS / C;  // C <= 2048 / 132 < THREADS on any GPU with >= 8 SMs (host checks)
+    const int t = threadIdx.x;
+    const long long col = static_cast<long long>(blockIdx.x) * C + t % C;
+    float s = 0.0f;
+    if (t < G * C && col < n) {
+        for (int p = t / C; p < P; p += G) s += __ldcg(dw_part + static_cast<long long>(p) * n + col);
+    }
+    dw_slots[t] = s;  // THREADS floats: the slots hold 2 n >= THREADS (host checks)
+    __syncthreads();
+    if (t < C && col < n) {
+        float total = 0.0f;
+        for (int g = 0; g < G; ++g) total += dw_slots[g * C + t];
+        dw[col] = from_float<W>(total);
+    }
 }
 
 #define RMSNORM_BWD_ROWS_ENTRY(SUFFIX, T, W, WSUFFIX, K, THREADS)                              \
     extern "C" __global__ void __launch_bounds__(THREADS, 1)                                   \
         rmsnorm_bwd_rows_kernel_k##K##_t##THREADS##_##SUFFIX##WSUFFIX(                         \
             const T* dy, const T* x, const W* w, const float* rstd, T* dx, float* dw_part,     \
-            long long m, int nvec) {                                                           \
-        rmsnorm_bwd_rows<T, W, K, THREADS>(dy, x, w, rstd, dx, dw_part, m, nvec);              \
+            W* dw, unsigned* bar, long long m, int nvec) {                                     \
+        rmsnorm_bwd_rows<T, W, K, THREADS>(dy, x, w, rstd, dx, dw_part, dw, bar, m, nvec);     \
     }
 // What plan_bwd_rows launches (ROWS_BWD_THREADS in __init__.py): as many threads as the
-// registers of K vectors per lane let one SM hold. K = 4: 768 threads in fp32, 640 in 16-bit
-// dtypes (at 768 their build spills); K = 8: 384 (the fp32 build spills at 448 and 512 on
-// sm_120, whose compiler caps it at 128 registers there).
+// registers of K vectors per lane let one SM hold. K = 4: 640 threads (at 768 the 16-bit builds
+// spill, and with the folded dw sum the fp32 one on sm_120 too); K = 8: 384 (the fp32 build
+// spills at 448 and 512 on sm_120, whose compiler caps it at 128 registers there).
 #define RMSNORM_BWD_ROWS_WEIGHT(SUFFIX, T, W, WSUFFIX, T4, T8)                                 \
     RMSNORM_BWD_ROWS_ENTRY(SUFFIX, T, W, WSUFFIX, 4, T4)                                       \
     RMSNORM_BWD_ROWS_ENTRY(SUFFIX, T, W, WSUFFIX, 8, T8)
 #define RMSNORM_BWD_ROWS(SUFFIX, T, T4, T8)                                                    \
     RMSNORM_BWD_ROWS_WEIGHT(SUFFIX, T, T, , T4, T8)                                            \
     RMSNORM_BWD_ROWS_WEIGHT(SUFFIX, T, float, _wf32, T4, T8)
-RMSNORM_BWD_ROWS(f32, float, 768, 384)
+RMSNORM_BWD_ROWS(f32, float, 640, 384)
 RMSNORM_BWD_ROWS(f16, mk_half, 640, 384)
 RMSNORM_BWD_ROWS(bf16, mk_bf16, 640, 384)
 // --8<-- [end:backward_rows]
