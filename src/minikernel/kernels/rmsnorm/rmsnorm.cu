@@ -385,6 +385,24 @@ MK_FOR_EACH_DTYPE(RMSNORM4)
 // --8<-- [end:kernel4]
 #endif  // __CUDA_ARCH__ >= 900
 
+// A thread's dw sums, acc[k] for its vectors first + k * step (those below count), stored as
+// float4s into dst, one float per column: how both persistent backwards hand theirs on.
+template <int K, int V>
+__device__ __forceinline__ void store_sums(float* dst, const float (&acc)[K][V], int first, int step,
+                                           int count) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int i = first + step * k;
+        if (i < count) {
+#pragma unroll
+            for (int e = 0; e < V; e += 4) {
+                *reinterpret_cast<float4*>(dst + static_cast<long long>(i) * V + e) =
+                    make_float4(acc[k][e], acc[k][e + 1], acc[k][e + 2], acc[k][e + 3]);
+            }
+        }
+    }
+}
+
 // --8<-- [start:backward]
 // The backward pass. With xhat = x * rstd and g = dy * w:
 //   dx = rstd * g - x * (rstd^3 / N) * sum_j g_j x_j    (one reduction per row)
@@ -488,18 +506,7 @@ __device__ __forceinline__ void rmsnorm_bwd(const T* dy, const T* x, const W* w,
         }
     }
     if (dw_part) {  // row g of dw_part: this cluster's sums, 16-byte stores
-        float* pr = dw_part + (blockIdx.x / CLUSTER) * n + first;
-#pragma unroll
-        for (int k = 0; k < K; ++k) {
-            const int i = tid + k * THREADS;
-            if (i < s.count) {
-#pragma unroll
-                for (int e = 0; e < V; e += 4) {
-                    *reinterpret_cast<float4*>(pr + static_cast<long long>(i) * V + e) =
-                        make_float4(acc[k][e], acc[k][e + 1], acc[k][e + 2], acc[k][e + 3]);
-                }
-            }
-        }
+        store_sums(dw_part + (blockIdx.x / CLUSTER) * n + first, acc, tid, THREADS, s.count);
     }
 }
 
@@ -635,18 +642,7 @@ __device__ __forceinline__ void rmsnorm_bwd_rows(const T* dy, const T* x, const 
     for (int c = 0; c < CEIL; ++c) colsum[c] = 0.0f;
     for (int first = 0; first < WARPS; first += ROWS_BWD_SLOTS) {
         if (warp >= first && warp < first + ROWS_BWD_SLOTS) {
-            float* slot = dw_slots + static_cast<long long>(warp - first) * n;
-#pragma unroll
-            for (int k = 0; k < K; ++k) {
-                const int i = lane + 32 * k;
-                if (i < nvec) {
-#pragma unroll
-                    for (int e = 0; e < V; e += 4) {
-                        *reinterpret_cast<float4*>(slot + static_cast<long long>(i) * V + e) =
-                            make_float4(acc[k][e], acc[k][e + 1], acc[k][e + 2], acc[k][e + 3]);
-                    }
-                }
-            }
+            store_sums(dw_slots + static_cast<long long>(warp - first) * n, acc, lane, 32, nvec);
         }
         __syncthreads();  // these warps' sums are in the slots
 #pragma unroll
