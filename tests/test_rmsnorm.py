@@ -19,7 +19,7 @@ from minikernel.kernels.rmsnorm import (
     rms_norm,
     rmsnorm_backward,
 )
-from minikernel.kernels.rmsnorm.triton_kernels import KERNEL1_MAX_N, MAX_REGISTER_ROW
+from minikernel.kernels.rmsnorm.triton_kernels import KERNEL1_MAX_N, MAX_REGISTER_ROW, fwd_config
 from minikernel.testing import run_checked
 
 EPS = 1e-6
@@ -31,6 +31,8 @@ SHAPES = [
     (5, 127),  # one short of a power of two, odd: a partial 16-byte vector, masked tail
     (37, 64),  # short rows packed 64 per program, the only program partly empty
     (130, 100),  # several packed programs, the last one with 2 rows of 32
+    (9, 1000),  # a 1024 block, rows packed 2 or 4 to a program with x kept in registers
+    (7, 1500),  # a 2048 block, 2 rows a program, x loaded twice (RELOAD), last program half empty
     (4, 4097),  # one past 4096: an 8192 block with the tail almost all masked
     (2, MAX_REGISTER_ROW + 1),  # the first length walked in tiles (kernel2), partial last tile
     (2, KERNEL1_MAX_N + 1),  # past what kernel1 takes: long rows, kernel2 only
@@ -93,6 +95,14 @@ def test_forward_matches_reference(
     run_checked(
         kernel, inputs, reference(x, w, EPS), tolerances=FWD_TOL, name=impl
     ).raise_if_failed()
+
+
+def test_forward_shapes_cover_every_kernel2_path() -> None:
+    """kernel2 keeps a whole row in registers, loads it twice (RELOAD) or walks it in tiles,
+    by row length and element size (fwd_config): SHAPES must run all three in both sizes."""
+    for size in (2, 4):
+        paths = {(c.tiled, c.reload) for c in (fwd_config(n, size) for _, n in SHAPES)}
+        assert paths == {(False, False), (False, True), (True, False)}, (size, paths)
 
 
 def test_kernel1_refuses_long_rows() -> None:
