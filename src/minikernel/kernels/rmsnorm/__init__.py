@@ -475,7 +475,14 @@ _BARRIER_WORDS: dict[tuple[int, int], torch.Tensor] = {}
 def _barrier_word(device: torch.device) -> torch.Tensor:
     """The grid barrier's word for launches on the current stream of ``device``: zeroed once,
     left ready for the next launch by each one (rmsnorm.cu, grid_barrier). One per stream, so
-    that two launches that may run at once never share it."""
+    that two launches that may run at once never share it.
+
+    Under CUDA-graph capture, a fresh word for each launch, zeroed by a memset captured with it:
+    nothing runs while a graph is captured, so a cached word first made there would be zeroed
+    only when that graph replays, and another graph that reused it could replay first and find
+    it uninitialised."""
+    if torch.cuda.is_current_stream_capturing():
+        return torch.zeros(1, dtype=torch.int32, device=device)
     index = device.index if device.index is not None else torch.cuda.current_device()
     key = (index, torch.cuda.current_stream(device).cuda_stream)
     word = _BARRIER_WORDS.get(key)
