@@ -421,6 +421,22 @@ __device__ __forceinline__ void store_sums(float* dst, const float (&acc)[K][V],
 // dx. At the end each block writes its dw partial sums, one row of `dw_part` per cluster,
 // which a second small kernel adds up in a fixed order. Needs n % Vec<T>::N == 0 and 16-byte
 // aligned pointers, like kernel 3.
+
+// One vector of dx from the row's r (rstd) and coef (r^3 / N times the row's sum of g x), and
+// the same elements' share of dw added to acc: what both CUDA backwards do per vector.
+template <typename T, int V>
+__device__ __forceinline__ Vec<T> dx_and_dw(const Vec<T>& xv, const Vec<T>& dv, const float (&wf)[V],
+                                            float r, float coef, float (&acc)[V]) {
+    Vec<T> out;
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+        const float xf = to_float(xv.v[e]), df = to_float(dv.v[e]);
+        out.v[e] = from_float<T>(df * wf[e] * r - xf * coef);
+        acc[e] += df * xf * r;
+    }
+    return out;
+}
+
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 template <typename T, typename W, int THREADS, int CLUSTER, int K>
 __device__ __forceinline__ void rmsnorm_bwd(const T* dy, const T* x, const W* w,
@@ -494,14 +510,8 @@ __device__ __forceinline__ void rmsnorm_bwd(const T* dy, const T* x, const W* w,
             if (i < s.count) {
                 float wf[V];
                 load_weights(w, first + static_cast<long long>(i) * V, wf);
-                Vec<T> out;
-#pragma unroll
-                for (int e = 0; e < V; ++e) {
-                    const float xf = to_float(xv[k].v[e]), df = to_float(dv[k].v[e]);
-                    out.v[e] = from_float<T>(df * wf[e] * r - xf * coef);
-                    acc[k][e] += df * xf * r;
-                }
-                store_vec(dxr + static_cast<long long>(i) * V, out);
+                store_vec(dxr + static_cast<long long>(i) * V,
+                          dx_and_dw<T, V>(xv[k], dv[k], wf, r, coef, acc[k]));
             }
         }
     }
@@ -620,14 +630,8 @@ __device__ __forceinline__ void rmsnorm_bwd_rows(const T* dy, const T* x, const 
             if (i < nvec) {
                 float wf[V];
                 load_weights(w, static_cast<long long>(i) * V, wf);  // an L1 hit by now
-                Vec<T> out;
-#pragma unroll
-                for (int e = 0; e < V; ++e) {
-                    const float xf = to_float(xv[k].v[e]), df = to_float(dv[k].v[e]);
-                    out.v[e] = from_float<T>(df * wf[e] * r - xf * coef);
-                    acc[k][e] += df * xf * r;
-                }
-                store_vec(dxr + static_cast<long long>(i) * V, out);
+                store_vec(dxr + static_cast<long long>(i) * V,
+                          dx_and_dw<T, V>(xv[k], dv[k], wf, r, coef, acc[k]));
             }
         }
     }
