@@ -153,3 +153,67 @@ def test_best_name_hands_the_winner_to_other_macros(tmp_path: Path, run_mkdocs) 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     html = (tmp_path / "site" / "index.html").read_text()
     assert f"WINNER[{want}]" in html
+
+
+def _build_with_results(tmp_path: Path, run_mkdocs, body: str, results: dict[str, dict]):  # type: ignore[no-untyped-def]
+    """_build_one_page, reading results from tmp_path/results/h200/<op>.json (``results``)."""
+    import json
+
+    for op, data in results.items():
+        (tmp_path / "results" / "h200").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "results" / "h200" / f"{op}.json").write_text(json.dumps(data))
+    (tmp_path / "docs").mkdir()
+    page = "---\nrender_macros: true\n---\n# x\n" + textwrap.dedent(body)
+    (tmp_path / "docs" / "index.md").write_text(page)
+    config = MACROS_ONLY_CONFIG.replace(
+        "site_name: t\n", "site_name: t\nextra:\n  results_dir: results\n"
+    )
+    (tmp_path / "mkdocs.yml").write_text(config)
+    return run_mkdocs("build", "--strict", cwd=tmp_path)
+
+
+@pytest.mark.parametrize("lang_claim", ["ok", "wrong-claim", "no-config"])
+def test_launch_config_names_the_autotuned_choice(
+    tmp_path: Path, run_mkdocs, lang_claim: str
+) -> None:  # type: ignore[no-untyped-def]
+    """launch_config(): the autotuner's choice recorded by the lab, in words; the build fails
+    when the page claims another choice, or when the record has none."""
+    import json
+
+    data = json.loads((ROOT / "labs/results/h200/vector_add.json").read_text())
+    rec = data["records"][0]
+    sel = {"impl": rec["impl"], "shape": rec["shape"], "dtype": rec["dtype"]}
+    rec.pop("config", None)
+    if lang_claim != "no-config":
+        rec["config"] = {"num_warps": 2, "RELOAD": True}
+    claim = "RELOAD=False" if lang_claim == "wrong-claim" else "RELOAD=True"
+    proc = _build_with_results(
+        tmp_path,
+        run_mkdocs,
+        f"CHOSEN[{{{{ launch_config('vector_add', {sel!r}, {claim}) }}}}]\n",
+        {"vector_add": data},
+    )
+    out = proc.stdout + proc.stderr
+    if lang_claim == "ok":
+        assert proc.returncode == 0, out
+        html = (tmp_path / "site" / "index.html").read_text()
+        assert "2 warps, row read twice" in html
+        assert 'class="mk-prov"' in html  # with its provenance
+    elif lang_claim == "wrong-claim":
+        assert proc.returncode != 0
+        assert "the autotuner chose RELOAD=True, the page says False" in out
+    else:
+        assert proc.returncode != 0
+        assert "has no launch config" in out
+
+
+def test_launch_config_in_words_per_language() -> None:
+    from minikernel.site import fmt
+
+    assert fmt.launch_config({"num_warps": 1, "RELOAD": False}, "en") == (
+        "1 warp, row kept in registers"
+    )
+    assert fmt.launch_config({"num_warps": 8, "RELOAD": True}, "es") == (
+        "8 warps, fila leída dos veces"
+    )
+    assert fmt.launch_config({"num_warps": 4, "TILE": 4096}, "es") == "4 warps, TILE=4096"

@@ -257,6 +257,65 @@ def test_row_too_long_for_a_tile_is_refused() -> None:
         softmax(torch.zeros(2, 40000), impl="triton:1")
 
 
+# --- triton:1's two forms: the row kept in registers, or read again (RELOAD) ----------------
+
+
+@pytest.mark.parametrize("n", [37, 600, 5000], ids=lambda n: f"n{n}")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=_dt)
+def test_kernel1_reload_gives_the_same_bits(dtype: torch.dtype, n: int) -> None:
+    """The autotuner may pick either form per shape, so both must give the same answer: the
+    reload recomputes exp(x - max) from a second read of the same x, with the same operations,
+    so the two outputs are identical bit for bit, traps included (NaN rows, -inf prefixes, the
+    30000-wide spread). 37 and 600: packed rows and a masked tail; 5000: one row, 8192 lanes."""
+    import triton
+
+    from minikernel.kernels.softmax import triton_kernels as tk
+
+    x = special_rows(n, dtype, DEVICE)
+    block_n = triton.next_power_of_2(n)
+    rows = tk.rows_per_program(len(x), block_n)
+    outs = []
+    for reload in (False, True):
+        y = torch.full_like(x, float("nan"))
+        grid = (triton.cdiv(len(x), rows),)
+        tk.softmax_kernel1[grid](
+            x, y, len(x), n, block_n, rows, tk.vector_divisor(n), RELOAD=reload, num_warps=4
+        )
+        outs.append(y)
+    assert torch.equal(outs[0].isnan(), outs[1].isnan())
+    assert torch.equal(outs[0].nan_to_num(), outs[1].nan_to_num())
+    run_checked(
+        lambda a, out: out.copy_(outs[1]), [x], reference(x), tolerances=TOLERANCES
+    ).raise_if_failed()
+
+
+def test_kernel1_tunes_both_forms_at_each_warp_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU the autotuner times RELOAD on and off at each of the two warp counts the pruning
+    keeps (16 or 32 elements per thread): four configs per (BLOCK_N, ROWS)."""
+    from minikernel.kernels.softmax import triton_kernels as tk
+
+    monkeypatch.setattr(tk, "INTERPRET", False)
+    configs = tk._fused_configs()
+    for block_n, rows, warps in [(1024, 1, {1, 2}), (4096, 1, {4, 8}), (512, 2, {1, 2})]:
+        kept = tk._prune_fused(configs, {"BLOCK_N": block_n, "ROWS": rows})
+        assert {(c.num_warps, c.kwargs["RELOAD"]) for c in kept} == {
+            (w, r) for w in warps for r in (False, True)
+        }
+
+
+def test_last_kernel1_config_names_warps_and_reload() -> None:
+    from minikernel.kernels.softmax import triton_kernels as tk
+
+    if DEVICE == "cpu" and not INTERPRET:
+        pytest.skip("Triton needs a GPU or its interpreter")
+    softmax(make_inputs(4, 600, torch.float32, DEVICE, seed=2), impl="triton:1")
+    config = tk.last_kernel1_config()
+    assert config is not None
+    assert set(config) == {"num_warps", "RELOAD"}
+    assert config["num_warps"] in (1, 2, 4, 8, 16, 32)
+    assert isinstance(config["RELOAD"], bool)
+
+
 @pytest.mark.gpu
 def test_numpy_on_cuda_is_refused() -> None:
     with pytest.raises(ValueError, match="impl 'numpy' runs on the CPU"):

@@ -85,3 +85,23 @@ def size(n: int) -> str:
 def shape(shape: list, lang: str) -> str:
     parts = [size(s) if isinstance(s, int) else str(s) for s in shape]
     return " × ".join(parts)
+
+
+_KNOB_WORDS = {  # how a page names a Triton constexpr knob's values, per language
+    ("RELOAD", True): {"en": "row read twice", "es": "fila leída dos veces"},
+    ("RELOAD", False): {"en": "row kept in registers", "es": "fila en registros"},
+}
+
+
+def launch_config(config: dict, lang: str) -> str:
+    """An autotuned launch config in words: {"num_warps": 2, "RELOAD": True} -> "2 warps, row
+    read twice" ("2 warps, fila leída dos veces"); a knob without words shows as KEY=value."""
+    parts = []
+    if "num_warps" in config:
+        w = config["num_warps"]
+        parts.append(f"{w} warp" + ("s" if w != 1 else ""))
+    for key, val in config.items():
+        if key != "num_warps":
+            words = _KNOB_WORDS.get((key, val))
+            parts.append(words[lang if lang in words else "en"] if words else f"{key}={val}")
+    return ", ".join(parts)

@@ -244,6 +244,28 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         return text
 
     @env.macro
+    def launch_config(op: str, sel: dict, gpu: str | None = None, **claims: Any) -> str:
+        """The launch config an autotuned Triton rung ran the record ``sel`` with (its
+        ``config``), in words, with provenance: "2 warps, row read twice". Keyword arguments are
+        what the page says about it (``RELOAD=True``): the build fails if the run chose
+        otherwise, or if the record has no config."""
+        f = load(op, gpu)
+        rec = data.one(f, **sel)
+        config = rec.get("config")
+        if not config:
+            raise data.MissingResult(
+                f"{f.path.name}: the record {sel} has no launch config (the lab records one for "
+                "autotuned Triton rungs only)"
+            )
+        for key, want in claims.items():
+            if config.get(key) != want:
+                raise render.ClaimFailed(
+                    f"{op}: at {sel} the autotuner chose {key}={config.get(key)!r}, the page "
+                    f"says {want!r}: rewrite the sentence"
+                )
+        return inline(f, render.fmt.launch_config(config, lang()), sel)
+
+    @env.macro
     def ncu_stall(op: str, impl: str, rank: int = 1, shape: list | None = None,
                   gpu: str | None = None) -> str:
         """The ``rank``-th largest stall reason in an ncu excerpt (e.g. `long_scoreboard`)."""

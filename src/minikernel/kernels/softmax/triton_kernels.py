@@ -1,7 +1,7 @@
 """Softmax in Triton: a fused single-tile kernel and an online multi-tile kernel.
 
-Byte model for both: 2 * M * N * element size (read x once, write y once). Kernel 2 reads x a
-second time, mostly from L2 (see its comment).
+Byte model for both: 2 * M * N * element size (read x once, write y once). Kernel 2, and
+kernel 1 where its autotuner picks RELOAD, read x a second time, from L1/L2 (see the comments).
 
 - ``softmax_kernel1``: the row lives in registers as one tile of BLOCK_N = next_pow2(N) columns;
   ROWS rows per program when rows are short, so that a program still moves a few thousand
@@ -9,9 +9,9 @@ second time, mostly from L2 (see its comment).
 - ``softmax_kernel2``: rows of any length, TILE columns at a time, with the online recurrence
   of Milakov & Gimelshein (2018) for (max, sum); a second pass writes the output.
 
-Both are autotuned over ``num_warps`` (and kernel 2 over its tile) on a GPU. Under the Triton
-interpreter (``TRITON_INTERPRET=1``, CPU tensors) each has exactly one configuration, because
-autotuning needs a GPU to time on.
+Both are autotuned over ``num_warps`` on a GPU, kernel 1 also over reading the row once or
+twice (RELOAD) and kernel 2 over its tile. Under the Triton interpreter (``TRITON_INTERPRET=1``,
+CPU tensors) each has exactly one configuration, because autotuning needs a GPU to time on.
 """
 
 from __future__ import annotations
@@ -48,25 +48,24 @@ def vector_divisor(n: int) -> int:
 # --8<-- [start:kernel1]
 def _fused_configs() -> list[triton.Config]:
     if INTERPRET:
-        return [triton.Config({}, num_warps=4)]
-    return [triton.Config({}, num_warps=w) for w in (1, 2, 4, 8, 16, 32)]
+        return [triton.Config({"RELOAD": False}, num_warps=4)]
+    return [
+        triton.Config({"RELOAD": reload}, num_warps=w)
+        for w in (1, 2, 4, 8, 16, 32)
+        for reload in (False, True)
+    ]
 
 
 def _prune_fused(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list:
     """Keep the warp counts that give each thread 16 or 32 elements of the tile (two to eight
     16-byte loads in flight): fewer and an SM has too few bytes in flight to cover DRAM's
-    latency; more and the tile no longer fits in registers. Two configs, two compiles."""
+    latency; more and the tile no longer fits in registers. Two warp counts, each with and
+    without RELOAD: four configs, four compiles."""
     elems = named_args["BLOCK_N"] * named_args["ROWS"]
     keep = [c for c in configs if 16 <= elems // (32 * c.num_warps) <= 32]
     return keep or [min(configs, key=lambda c: abs(elems // (32 * c.num_warps) - 16))]
 
 
-@triton.autotune(
-    configs=_fused_configs(),
-    key=["BLOCK_N", "ROWS"],  # Triton adds the pointers' dtypes to the key
-    prune_configs_by={"early_config_prune": _prune_fused},
-    do_bench=_tuning_bench,
-)
 @triton.jit
 def softmax_kernel1(
     x_ptr,
@@ -76,23 +75,46 @@ def softmax_kernel1(
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     DIV: tl.constexpr,
+    RELOAD: tl.constexpr,
 ):
     n_cols = (n_cols // DIV) * DIV  # same value; now known to be a multiple of DIV (vectors)
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
     offsets = rows.to(tl.int64)[:, None] * n_cols + cols[None, :]  # int64: M * N may pass 2^31
-    # Masked lanes read -inf: exp(-inf - max) = 0 adds nothing to the sum. No L2 eviction hint
-    # on this load or the store: x is read once and y written once, which reads like a case for
-    # evict_first, but on the H200 the hint made this kernel slower at every row length and
-    # warp count we tried, with the same DRAM bytes in ncu (see the fused-softmax page).
-    x = tl.load(x_ptr + offsets, mask=mask, other=-float("inf"))
-    x = x.to(tl.float32)
-    m = tl.max(x, axis=1)
-    e = tl.exp(x - m[:, None])  # a row of -inf gives -inf - -inf = NaN, as torch does
-    s = tl.sum(e, axis=1)
-    y = e * (1.0 / s)[:, None]
+    # Masked lanes read -inf: exp(-inf - max) = 0 adds nothing to the sum.
+    if RELOAD:
+        # Read the row, reduce it (max, then sum), and read it again for the output: the second
+        # read finds the lines in L1/L2 (evict_last keeps them there), so DRAM sees x once, and
+        # no tile of exponentials stays live in registers across the sum. The autotuner keeps
+        # whichever form is faster for each row length and dtype.
+        x = tl.load(x_ptr + offsets, mask=mask, other=-float("inf"), eviction_policy="evict_last")
+        x = x.to(tl.float32)
+        m = tl.max(x, axis=1)
+        s = tl.sum(tl.exp(x - m[:, None]), axis=1)
+        x = tl.load(x_ptr + offsets, mask=mask, other=-float("inf"), eviction_policy="evict_first")
+        y = tl.exp(x.to(tl.float32) - m[:, None]) * (1.0 / s)[:, None]
+    else:
+        # No eviction hint here: x is read once and y written once, which reads like a case for
+        # evict_first, but on the H200 the hint made this form slower at every row length and
+        # warp count we tried, with the same DRAM bytes in ncu (see the fused-softmax page).
+        x = tl.load(x_ptr + offsets, mask=mask, other=-float("inf"))
+        x = x.to(tl.float32)
+        m = tl.max(x, axis=1)
+        e = tl.exp(x - m[:, None])  # a row of -inf gives -inf - -inf = NaN, as torch does
+        s = tl.sum(e, axis=1)
+        y = e * (1.0 / s)[:, None]
     tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+softmax_kernel1_tuned = triton.autotune(
+    configs=_fused_configs(),
+    key=["BLOCK_N", "ROWS"],  # Triton adds the pointers' dtypes to the key
+    prune_configs_by={"early_config_prune": _prune_fused},
+    do_bench=_tuning_bench,
+)(softmax_kernel1)
+"""softmax_kernel1 as launched: autotuned over warps and RELOAD (one config in the interpreter).
+Tests call the plain kernel to run both forms anywhere."""
 
 
 # The interpreter runs programs one after another at about a millisecond each, whatever their
@@ -118,11 +140,18 @@ def launch_kernel1(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     rows = rows_per_program(n_rows, block_n)
     grid = (triton.cdiv(n_rows, rows),)
     # BLOCK_N, ROWS and DIV go by position so that the autotuner's pruning function sees them.
-    softmax_kernel1[grid](x, y, n_rows, n_cols, block_n, rows, vector_divisor(n_cols))
+    softmax_kernel1_tuned[grid](x, y, n_rows, n_cols, block_n, rows, vector_divisor(n_cols))
     return y
 
 
 # --8<-- [end:kernel1]
+
+
+def last_kernel1_config() -> dict[str, int | bool] | None:
+    """The config softmax_kernel1's autotuner ran its last launch with (warps, RELOAD), or None
+    before the first launch. The lab records it next to each triton:1 time."""
+    config = getattr(softmax_kernel1_tuned, "best_config", None)
+    return None if config is None else {"num_warps": config.num_warps, **config.kwargs}
 
 
 # --8<-- [start:kernel2]
