@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from minikernel.bench.ncu import format_excerpt, parse_raw_csv, summarize
 
 # The shape of `ncu --csv --page raw --print-units base` output: a header row, a units row,
@@ -62,3 +64,27 @@ def test_excerpt_without_work_metrics_has_no_such_rows() -> None:
     them, rather than zeros."""
     text = format_excerpt(summarize(parse_raw_csv(CSV)), model_bytes=1800)
     assert "warp instructions" not in text and "SM clock" not in text
+
+
+def test_profile_passes_env_to_the_profiled_process(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """profile(env=...): the variables reach ncu's process (a pinned launch config), on top of
+    the lab's own environment; without env the process inherits the lab's as it is."""
+    import subprocess
+
+    from minikernel.bench import ncu
+
+    seen = []
+
+    def fake_run(cmd, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(kwargs.get("env"))
+        return subprocess.CompletedProcess(cmd, 1, "", "fake ncu")
+
+    monkeypatch.setattr(ncu, "find_ncu", lambda: "ncu")
+    monkeypatch.setattr(ncu.subprocess, "run", fake_run)
+    monkeypatch.setenv("MINIKERNEL_TEST_MARK", "lab")
+    for env in ({"MINIKERNEL_PIN": '{"num_warps": 4}'}, None):
+        with pytest.raises(RuntimeError, match="ncu failed"):
+            ncu.profile("softmax", "triton:1", [4, 8], "float32", env=env)
+    assert seen[0]["MINIKERNEL_PIN"] == '{"num_warps": 4}'
+    assert seen[0]["MINIKERNEL_TEST_MARK"] == "lab"
+    assert seen[1] is None

@@ -303,6 +303,44 @@ def test_kernel1_tunes_both_forms_at_each_warp_count(monkeypatch: pytest.MonkeyP
         }
 
 
+@pytest.mark.parametrize("reload", [False, True])
+def test_pinned_kernel1_config_skips_the_autotuner(
+    monkeypatch: pytest.MonkeyPatch, reload: bool
+) -> None:
+    """With PIN_ENV set (the lab sets it for the process ncu profiles), launch_kernel1 runs that
+    config and never the autotuner, whose choice could differ from the timed one."""
+    import json
+
+    from minikernel.kernels.softmax import triton_kernels as tk
+
+    class NoTuning:
+        def __getitem__(self, grid):  # type: ignore[no-untyped-def]
+            raise AssertionError("the autotuned kernel ran despite the pinned config")
+
+    if DEVICE == "cpu" and not INTERPRET:
+        pytest.skip("Triton needs a GPU or its interpreter")
+    monkeypatch.setattr(tk, "softmax_kernel1_tuned", NoTuning())
+    monkeypatch.setenv(tk.PIN_ENV, json.dumps({"num_warps": 2, "RELOAD": reload}))
+    x = special_rows(600, torch.float32, DEVICE)
+    run_checked(
+        lambda a, out: tk.launch_kernel1(a, out), [x], reference(x), tolerances=TOLERANCES
+    ).raise_if_failed()
+
+
+@pytest.mark.parametrize(
+    "text", ['{"num_warps": 3, "RELOAD": true}', '{"num_warps": 4}', "4 warps", "[4, true]"]
+)
+def test_bad_pinned_kernel1_config_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    from minikernel.kernels.softmax import triton_kernels as tk
+
+    monkeypatch.setenv(tk.PIN_ENV, text)
+    x = torch.zeros(2, 8)
+    with pytest.raises(ValueError, match=tk.PIN_ENV):
+        tk.launch_kernel1(x, torch.empty_like(x))
+
+
 def test_last_kernel1_config_names_warps_and_reload() -> None:
     from minikernel.kernels.softmax import triton_kernels as tk
 

@@ -210,18 +210,29 @@ class Lab:
         *,
         model_bytes: int | None = None,
         extra_args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        config: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Add an ncu excerpt for one call of ``impl``. Where ncu is missing (a learner's
-        machine), say so and carry on: the timings are still valid."""
+        machine), say so and carry on: the timings are still valid. ``env`` goes to the
+        profiled process (a pinned launch config); ``config`` is recorded with the excerpt."""
         from .ncu import NcuUnavailable, profile
 
         try:
             rec = profile(
-                self.op, impl, shape, dtype, model_bytes=model_bytes, extra_args=extra_args
+                self.op,
+                impl,
+                shape,
+                dtype,
+                model_bytes=model_bytes,
+                extra_args=extra_args,
+                env=env,
             )
         except NcuUnavailable as exc:
             print(f"[{self.op}] ncu skipped: {exc}", flush=True)
             return None
+        if config is not None:
+            rec["config"] = config
         self.ncu.append(rec)
         print(f"[{self.op}] ncu {impl} {shape} {dtype}\n{rec['excerpt']}", flush=True)
         return rec

@@ -217,9 +217,11 @@ def profile(
     *,
     model_bytes: int | None = None,
     extra_args: list[str] | None = None,
+    env: dict[str, str] | None = None,
     timeout: float = 300.0,
 ) -> dict[str, Any]:
-    """Run ncu on one call of ``impl`` and return the excerpt record for the results file."""
+    """Run ncu on one call of ``impl`` and return the excerpt record for the results file.
+    ``env``: variables added to the profiled process's environment (a pinned launch config)."""
     ncu = find_ncu()
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "ncu.csv"
@@ -249,7 +251,13 @@ def profile(
             dtype,
             *(extra_args or []),
         ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, **env} if env else None,
+        )
         text = log.read_text() if log.exists() else ""
         if proc.returncode != 0 or not text:
             raise RuntimeError(
