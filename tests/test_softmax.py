@@ -279,7 +279,7 @@ def test_kernel1_reload_gives_the_same_bits(dtype: torch.dtype, n: int) -> None:
         y = torch.full_like(x, float("nan"))
         grid = (triton.cdiv(len(x), rows),)
         tk.softmax_kernel1[grid](
-            x, y, len(x), n, block_n, rows, tk.vector_divisor(n), RELOAD=reload, num_warps=4
+            x, y, len(x), n, 8, block_n, rows, tk.vector_divisor(n), RELOAD=reload, num_warps=4
         )
         outs.append(y)
     assert torch.equal(outs[0].isnan(), outs[1].isnan())
@@ -339,6 +339,32 @@ def test_bad_pinned_kernel1_config_names_the_variable(
     x = torch.zeros(2, 8)
     with pytest.raises(ValueError, match=tk.PIN_ENV):
         tk.launch_kernel1(x, torch.empty_like(x))
+
+
+def test_kernel1_tunes_again_for_another_number_of_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The autotuner's key holds the number of rows as a power of two, so a 512-row call and a
+    32768-row call of the same row length get a choice each (in the lab, the first is a quick
+    correctness check and the second the timed case), while 30000 rows share 32768's. (The
+    interpreter has one config and keeps no cache, so this checks the key and what is passed.)"""
+    from minikernel.kernels.softmax import triton_kernels as tk
+
+    assert list(tk.softmax_kernel1_tuned.keys) == ["BLOCK_N", "ROWS", "rows_class"]
+    names = tk.softmax_kernel1_tuned.arg_names
+    seen = []
+
+    class Spy:
+        def __getitem__(self, grid):  # type: ignore[no-untyped-def]
+            return lambda *args: seen.append(dict(zip(names, args, strict=False)))
+
+    monkeypatch.setattr(tk, "softmax_kernel1_tuned", Spy())
+    monkeypatch.delenv(tk.PIN_ENV, raising=False)
+    for m in (512, 32768, 30000):
+        x = torch.zeros(m, 600)
+        tk.launch_kernel1(x, torch.empty_like(x))
+    assert [a["rows_class"] for a in seen] == [512, 32768, 32768]
+    assert (
+        len({(a["BLOCK_N"], a["ROWS"]) for a in seen}) == 1
+    )  # the old key could not tell them apart
 
 
 def test_last_kernel1_config_names_warps_and_reload() -> None:
