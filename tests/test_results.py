@@ -68,6 +68,44 @@ def test_committed_results_are_valid(path: Path) -> None:
     assert data["op"] == path.stem
 
 
+NCU_REC = {
+    "impl": "cuda:1",
+    "shape": [1024],
+    "dtype": "float32",
+    "ncu_version": "0",
+    "metrics": {},
+    "excerpt": "(placeholder)",
+}
+
+
+def test_schema_takes_an_ncu_excerpt_of_either_pass() -> None:
+    data = minimal_results()
+    data["ncu"] = [NCU_REC, dict(NCU_REC, **{"pass": "bwd"})]
+    validate(data)
+
+
+def test_lab_records_the_profiled_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lab.profile(pass_="bwd") stores the pass with the excerpt, and config the pinned launch;
+    without them the excerpt has neither key (a forward, as every older excerpt)."""
+    from minikernel.bench import lab as lab_mod
+    from minikernel.bench import ncu
+
+    calls = []
+
+    def fake_profile(op, impl, shape, dtype, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(kwargs)
+        return dict(NCU_REC, impl=impl, shape=list(shape), dtype=dtype)
+
+    monkeypatch.setattr(ncu, "profile", fake_profile)
+    lab = lab_mod.Lab.__new__(lab_mod.Lab)
+    lab.op, lab.ncu = "vector_add", []
+    lab.profile("cuda:1", [8, 8], "float32", extra_args=["bwd"], pass_="bwd", config={"k": 1})
+    lab.profile("cuda:1", [4, 4], "float32")
+    assert calls[0]["extra_args"] == ["bwd"]
+    assert lab.ncu[0]["pass"] == "bwd" and lab.ncu[0]["config"] == {"k": 1}
+    assert "pass" not in lab.ncu[1] and "config" not in lab.ncu[1]
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
@@ -77,8 +115,17 @@ def test_committed_results_are_valid(path: Path) -> None:
         (lambda d: d["records"][0].update(source_hash="abc"), "records/0/source_hash"),
         (lambda d: d.update(records=[]), "records"),
         (lambda d: d["records"][0].update({"pass": "sideways"}), "records/0/pass"),
+        (lambda d: d.update(ncu=[dict(NCU_REC, **{"pass": "fwd+bwd"})]), "ncu/0/pass"),
     ],
-    ids=["no-commit", "bad-dtype", "negative-time", "bad-hash", "no-records", "bad-pass"],
+    ids=[
+        "no-commit",
+        "bad-dtype",
+        "negative-time",
+        "bad-hash",
+        "no-records",
+        "bad-pass",
+        "bad-ncu-pass",
+    ],
 )
 def test_schema_rejects_bad_documents(mutate, message: str) -> None:  # type: ignore[no-untyped-def]
     data = minimal_results()

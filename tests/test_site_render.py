@@ -405,3 +405,23 @@ def test_clock_and_power_fields_format_with_units() -> None:
     assert render.format_value("sm_mhz", 1980, "en") == "1,980 MHz"
     assert render.format_value("sm_mhz", 1418.0, "es") == "1418 MHz"
     assert render.format_value("power_w", 699.6, "en") == "700 W"
+
+
+def test_ncu_excerpt_names_the_backward_pass() -> None:
+    """An excerpt recorded with pass "bwd" says so in its title, in both languages; one without
+    a pass (every forward excerpt) keeps the plain title. Two excerpts of one impl at two shapes
+    are told apart by the shape."""
+    rec = {
+        "impl": "cuda:1",
+        "dtype": "float32",
+        "ncu_version": "2025.3",
+        "metrics": {},
+        "excerpt": "(placeholder)",
+    }
+    f = results_file(ncu=[dict(rec, shape=[1024]), dict(rec, shape=[4096], **{"pass": "bwd"})])
+    fwd = render.ncu_excerpt(f, "cuda:1", "en", "r.json", shape=[1024])
+    assert "`cuda:1`, " in fwd and "backward" not in fwd
+    assert "`cuda:1` backward," in render.ncu_excerpt(f, "cuda:1", "en", "r.json", shape=[4096])
+    assert "backward de `cuda:1`" in render.ncu_excerpt(f, "cuda:1", "es", "r.json", shape=[4096])
+    with pytest.raises(render.ClaimFailed, match="expected one ncu excerpt for cuda:1, found 2"):
+        render.ncu_excerpt(f, "cuda:1", "en", "r.json")

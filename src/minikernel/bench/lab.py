@@ -212,10 +212,12 @@ class Lab:
         extra_args: list[str] | None = None,
         env: dict[str, str] | None = None,
         config: dict[str, Any] | None = None,
+        pass_: str | None = None,
     ) -> dict[str, Any] | None:
         """Add an ncu excerpt for one call of ``impl``. Where ncu is missing (a learner's
         machine), say so and carry on: the timings are still valid. ``env`` goes to the
-        profiled process (a pinned launch config); ``config`` is recorded with the excerpt."""
+        profiled process (a pinned launch config); ``config`` is recorded with the excerpt, and
+        so is ``pass_`` ("bwd" for an op's backward, which ``extra_args`` asks the runner for)."""
         from .ncu import NcuUnavailable, profile
 
         try:
@@ -233,6 +235,8 @@ class Lab:
             return None
         if config is not None:
             rec["config"] = config
+        if pass_ is not None:
+            rec["pass"] = pass_
         self.ncu.append(rec)
         print(f"[{self.op}] ncu {impl} {shape} {dtype}\n{rec['excerpt']}", flush=True)
         return rec

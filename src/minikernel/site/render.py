@@ -44,6 +44,7 @@ TEXT = {
         "elements": "elements",
         "missing": "—",
         "ncu_title": "Nsight Compute {version}, `{impl}`, {shape} {dtype}",
+        "ncu_title_bwd": "Nsight Compute {version}, `{impl}` backward, {shape} {dtype}",
         "compile_file": "file",
         "nvrtc": "NVRTC, further kernels (in-process)",
         "nvrtc_cold": "NVRTC, first use (new process)",
@@ -77,6 +78,7 @@ TEXT = {
         "elements": "elementos",
         "missing": "—",
         "ncu_title": "Nsight Compute {version}, `{impl}`, {shape} {dtype}",
+        "ncu_title_bwd": "Nsight Compute {version}, backward de `{impl}`, {shape} {dtype}",
         "compile_file": "fichero",
         "nvrtc": "NVRTC, kernels siguientes (en el mismo proceso)",
         "nvrtc_cold": "NVRTC, primer uso (proceso nuevo)",
@@ -592,7 +594,7 @@ def ncu_excerpt(
     n = found[0]
     title = t(
         lang,
-        "ncu_title",
+        "ncu_title_bwd" if n.get("pass") == "bwd" else "ncu_title",
         version=n["ncu_version"],
         impl=impl,
         shape=fmt.shape(n["shape"], lang),
