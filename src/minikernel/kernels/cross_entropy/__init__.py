@@ -507,7 +507,7 @@ def linear_cross_entropy(
     ``hidden`` (T, H) and ``weight`` (V, H): contiguous, same float dtype and device;
     ``target`` (T,) int64/int32. Autograd gives d hidden and d weight. Memory beyond the
     inputs and gradients: one chunk of ``chunk_size`` x V logits (by default the largest power
-    of two within 512 MiB). ``impl``: ``"triton:2"`` or ``"torch"`` (the unfused
+    of two within CHUNK_BYTES, 256 MiB). ``impl``: ``"triton:2"`` or ``"torch"`` (the unfused
     ``F.cross_entropy(F.linear(hidden, weight), target)``).
     """
     op = "linear_cross_entropy"
