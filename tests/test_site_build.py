@@ -207,6 +207,26 @@ def test_launch_config_names_the_autotuned_choice(
         assert "has no launch config" in out
 
 
+def test_result_value_raw_is_the_stored_value(tmp_path: Path, run_mkdocs) -> None:  # type: ignore[no-untyped-def]
+    """result_value(raw=True) hands a page the stored value itself (here the SM count of the
+    results' GPU), so that a guard or a sum can use it; number() writes such a sum the page's
+    language's way."""
+    import json
+
+    data = json.loads((ROOT / "labs/results/h200/vector_add.json").read_text())
+    data["env"]["sms"] = 7
+    proc = _build_with_results(
+        tmp_path,
+        run_mkdocs,
+        "SUM[{{ result_value('vector_add', 'env.sms', raw=True) * 6 }}] "
+        "NUM[{{ number(result_value('vector_add', 'env.sms', raw=True) / 2) }}]\n",
+        {"vector_add": data},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    html = (tmp_path / "site" / "index.html").read_text()
+    assert "SUM[42]" in html and "NUM[3.5]" in html
+
+
 def test_launch_config_in_words_per_language() -> None:
     from minikernel.site import fmt
 

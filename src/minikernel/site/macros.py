@@ -202,11 +202,16 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         return inline(f, render.format_value(field, v, lang()), sel)
 
     @env.macro
-    def result_value(op: str, path: str, kind: str = "auto", gpu: str | None = None) -> str:
-        """A value stored outside the records (``e1.saved_bytes``, ``manifest.kernels.best.impl``),
-        formatted as ``kind`` (bytes, percent, us, seconds, GBps, auto), with provenance."""
+    def result_value(
+        op: str, path: str, kind: str = "auto", gpu: str | None = None, raw: bool = False
+    ) -> Any:
+        """A value stored outside the records (``e1.saved_bytes``, ``env.sms``), formatted as
+        ``kind`` (bytes, percent, us, seconds, GBps, auto), with provenance; ``raw=True`` gives
+        the value itself, for a page's guards and arithmetic."""
         f = load(op, gpu)
         v = render.top_level_value(f, path)
+        if raw:
+            return v
         field = {"bytes": "bytes", "percent": "frac_of_ceiling", "us": "median_us",
                  "GBps": "GBps"}.get(kind, path.rsplit(".", 1)[-1])
         if kind == "seconds":
@@ -282,6 +287,12 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         f = load(op, gpu)
         us = nbytes / (f.data["ceilings"][name] * 1e9) * 1e6
         return inline(f, render.format_value("median_us", us, lang()))
+
+    @env.macro
+    def number(value: float, digits: int = 1) -> str:
+        """A number a page computed from raw results (``ncu_metric(..., raw=True)``), written
+        the page's language's way: "16.1" in English, "16,1" in Spanish."""
+        return render.fmt.number(value, lang(), digits)
 
     @env.macro
     def ceiling(op: str, name: str = "copy_GBps", gpu: str | None = None) -> str:
