@@ -328,7 +328,7 @@ if all(profiles.values()):
 #
 # The CUDA backward reads x and dy once and writes dx once at every row length, yet its
 # fraction of the ceiling falls as the rows grow. Nsight Compute on one backward call (dx and
-# dweight) of `cuda:3` at two of its shapes: 32768 x 32768 in bf16 (clusters of four blocks,
+# dweight) of `cuda:3` at two of its shapes: 32768 x 32768 in bf16 (clusters of two blocks,
 # close to the 85 % line) and 16384 x 131072 in fp32 (clusters of eight, the farthest from it).
 # The DRAM bytes say whether the kernel moves more than the byte model; the stall reasons say
 # what its warps wait on instead.
@@ -339,7 +339,7 @@ if all(profiles.values()):
 # El backward en CUDA lee x y dy una vez y escribe dx una vez sea cual sea la longitud de la
 # fila, y aun así su fracción del techo baja a medida que las filas crecen. Nsight Compute sobre
 # una llamada al backward (dx y dweight) de `cuda:3` en dos de sus formas: 32768 x 32768 en bf16
-# (clusters de cuatro bloques, cerca de la línea del 85 %) y 16384 x 131072 en fp32 (clusters de
+# (clusters de dos bloques, cerca de la línea del 85 %) y 16384 x 131072 en fp32 (clusters de
 # ocho, la más alejada). Los bytes de DRAM dicen si el kernel mueve más de lo que dice el modelo
 # de bytes; las causas de espera (stalls), en qué esperan sus warps en su lugar.
 
