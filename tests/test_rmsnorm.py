@@ -730,3 +730,36 @@ def test_cuda_backward_rows_folded_dw_in_a_cuda_graph() -> None:
         graphs[i].replay()
         torch.cuda.synchronize()
         assert torch.equal(outs[i][0], eager_dx) and torch.equal(outs[i][1], eager_dw)
+
+
+def test_quack_backward_runner_and_its_refusal(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The lab times QuACK's backward through its autograd function (quack.rmsnorm, then
+    torch.autograd.grad). A stand-in package with that entry point: the bwd runner returns
+    (dx, dweight) of the reference. fp32 rows past 131072 elements, which QuACK 0.6.5's backward
+    refuses, are reported as unavailable before anything is imported or allocated."""
+    import sys
+
+    from minikernel.kernels._peers import PeerUnavailable
+    from minikernel.kernels.rmsnorm import make_runner, reference_grads
+
+    with pytest.raises(PeerUnavailable, match="past 131072"):
+        make_runner("quack", [1, 131072 + 8], torch.float32, "bwd", device="cpu")
+    pkg = tmp_path / "quack"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(
+        "import torch\n\n"
+        "def rmsnorm(x, weight=None, eps=1e-6):\n"
+        "    r = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)\n"
+        "    return (x.float() * r * weight.float()).to(x.dtype)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m == "quack" or m.startswith("quack.")]:
+        monkeypatch.delitem(sys.modules, name)
+    run = make_runner("quack", [3, 40], torch.float32, "bwd", device="cpu", seed=4)
+    x, w, dy = run.inputs
+    want_dx, want_dw = reference_grads(x.detach(), w.detach(), dy, EPS)
+    dx, dw = run()
+    torch.testing.assert_close(dx.double(), want_dx, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(dw.double(), want_dw, rtol=1e-5, atol=1e-6)
+    for name in [m for m in sys.modules if m == "quack" or m.startswith("quack.")]:
+        monkeypatch.delitem(sys.modules, name)
