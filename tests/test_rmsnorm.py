@@ -508,11 +508,14 @@ def test_cuda_backward_plan_and_kernels() -> None:
     assert plan_bwd(131072, torch.bfloat16, (8, 0)) is None  # no clusters before sm_90
     sp = plan_bwd(131072, torch.bfloat16, (9, 0))
     assert (sp.cluster, sp.per_block, sp.threads, sp.k) == (8, 2048, 512, 4)  # 8 x 32 KB
-    assert sp.smem == 2 * 32768  # its x and dy slices
+    assert sp.smem(0) == 2 * 32768  # its x and dy slices
+    assert sp.smem(2) == 3 * 32768  # and its slice of a bf16 weight
+    assert sp.smem(4) == 4 * 32768  # or of an fp32 one
     sp = plan_bwd(32768, torch.bfloat16, (9, 0))
     assert (sp.cluster, sp.per_block) == (2, 2048)
     sp = plan_bwd(131072, torch.float32, (9, 0))
     assert (sp.cluster, sp.per_block, sp.threads, sp.k) == (8, 4096, 512, 8)  # past 8 x 32 KB
+    assert sp.smem(4) == 3 * 65536  # 192 KB: one block per SM, under the 227 KB an SM gives
     assert plan_bwd(262144, torch.float32, (9, 0)) is None  # past 8 x 512 x 8 vectors
     assert plan_bwd(262144, torch.bfloat16, (9, 0)) is None  # 16-bit: 8 vectors would spill
     names = compile_file(CU_FILE, "sm_90").kernel_names

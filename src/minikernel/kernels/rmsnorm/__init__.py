@@ -352,11 +352,12 @@ class BwdPlan:
     per_block: int  # 16-byte vectors of each row that each block owns
     threads: int
     k: int  # 16-byte vectors per thread and tensor
+    vec: int  # elements of x per 16-byte vector
 
-    @property
-    def smem(self) -> int:
-        """Dynamic shared memory of one block, in bytes: its x and dy slices."""
-        return 2 * self.per_block * 16
+    def smem(self, w_size: int) -> int:
+        """Dynamic shared memory of one block, in bytes: its x and dy slices, and its slice of
+        the weight (``w_size`` bytes per weight; 0 without a weight)."""
+        return 2 * self.per_block * 16 + self.per_block * self.vec * w_size
 
     @property
     def kernel(self) -> str:
@@ -389,7 +390,7 @@ def plan_bwd(n: int, dtype: torch.dtype, cc: tuple[int, int], **knobs: int) -> B
         or (k == 8 and threads == 512 and (cluster != 8 or vec != 4))  # fp32 only: 16-bit spills
     ):
         return None
-    return BwdPlan(cluster, per_block, threads, k)
+    return BwdPlan(cluster, per_block, threads, k, vec)
 
 
 ROWS_BWD_THREADS = {(4, 4): 640, (4, 2): 640, (8, 4): 384, (8, 2): 384}
@@ -525,7 +526,7 @@ def _backward_cuda(
         return None
     wf32 = "_wf32" if w is not None and w.dtype == torch.float32 else ""
     kernel = get_kernel(CU_FILE, f"{sp.kernel}_{_SUFFIX[x.dtype]}{wf32}")
-    smem = sp.smem
+    smem = sp.smem(w.element_size() if w is not None else 0)
     groups = max(1, min(m, kernel.max_active_clusters(sp.threads, smem, sp.cluster)))
     dx = torch.empty_like(x) if dx is None else dx
     has_dw = w is not None and need_dw

@@ -412,11 +412,13 @@ __device__ __forceinline__ void store_sums(float* dst, const float (&acc)[K][V],
 // The column sums shape the kernel: a block that always owns the same columns can keep its
 // share of dw in registers over every row it visits, and write it once. So it is persistent:
 // G clusters, as many as the GPU holds at once; cluster g walks rows g, g + G, ...; block r of a
-// cluster always owns slice r of each row (up to 32 KB of it; clusters of up to 8). Per row a block copies its slices of x and dy into shared memory with
-// cp.async, reads them into registers, and at once starts the copies of its next row into the
-// same buffers (each thread copies and reads only its own vectors: no barrier); then it sums
-// g * x, swaps the sums with the other blocks of its cluster (RowExchange, cluster.cuh), and
-// writes dx while the next row is on its way. Every element is read once and written once:
+// cluster always owns slice r of each row (up to 32 KB of it; clusters of up to 8). Its slice
+// of w is the same in every row, so the block copies it into shared memory once, before the
+// first row. Per row a block copies its slices of x and dy into shared memory with cp.async,
+// reads them into registers, and at once starts the copies of its next row into the same
+// buffers (each thread copies and reads only its own vectors: no barrier); then it sums g * x,
+// swaps the sums with the other blocks of its cluster (RowExchange, cluster.cuh), and writes dx
+// while the next row is on its way. Every element is read once and written once:
 // Triton's backward (triton_kernels.py) reads a long row twice, once for the sum and again for
 // dx. At the end each block writes its dw partial sums, one row of `dw_part` per cluster,
 // which a second small kernel adds up in a fixed order. Needs n % Vec<T>::N == 0 and 16-byte
@@ -437,6 +439,27 @@ __device__ __forceinline__ Vec<T> dx_and_dw(const Vec<T>& xv, const Vec<T>& dv, 
     return out;
 }
 
+// The weights of `count` elements from shared memory, where the block staged its slice of w
+// (1.0 for each when there is no weight; `s` is then never read).
+// Why staged: reading them from global memory at each use, twice per row (the L1 or L2 hits of
+// load_weights), made the kernel 3-14 % slower at every long shape of the lab in a side probe
+// on the H200: those loads sit between the row's data arriving and its sum being ready.
+template <typename W, int COUNT>
+__device__ __forceinline__ void staged_weights(const W* w, const W* s, float (&out)[COUNT]) {
+    if (!w) {
+#pragma unroll
+        for (int e = 0; e < COUNT; ++e) out[e] = 1.0f;
+        return;
+    }
+    constexpr int WN = Vec<W>::N;  // COUNT is a multiple of WN, as in load_weights
+#pragma unroll
+    for (int c = 0; c < COUNT; c += WN) {
+        const Vec<W> v = *reinterpret_cast<const Vec<W>*>(s + c);
+#pragma unroll
+        for (int e = 0; e < WN; ++e) out[c + e] = to_float(v.v[e]);
+    }
+}
+
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 template <typename T, typename W, int THREADS, int CLUSTER, int K>
 __device__ __forceinline__ void rmsnorm_bwd(const T* dy, const T* x, const W* w,
@@ -446,6 +469,7 @@ __device__ __forceinline__ void rmsnorm_bwd(const T* dy, const T* x, const W* w,
     extern __shared__ __align__(16) unsigned char rmsnorm_smem[];
     Vec<T>* xs = reinterpret_cast<Vec<T>*>(rmsnorm_smem);
     Vec<T>* ds = xs + per_block;
+    W* ws = reinterpret_cast<W*>(ds + per_block);  // per_block * V weights (none if w is null)
     __shared__ RowExchange<1, THREADS / 32, CLUSTER> xch;
     const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
     const Slice s = slice_of(static_cast<int>(n / V), per_block, rank);
@@ -470,12 +494,25 @@ __device__ __forceinline__ void rmsnorm_bwd(const T* dy, const T* x, const W* w,
     for (int k = 0; k < K; ++k)
 #pragma unroll
         for (int e = 0; e < V; ++e) acc[k][e] = 0.0f;
+    if (w) {  // the block's slice of w, once: the first row's wait below covers these copies
+        constexpr int WE = 16 / sizeof(W);  // weights per 16-byte copy: V or V / 2
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int i = tid + k * THREADS;
+            if (i < s.count) {
+#pragma unroll
+                for (int e = 0; e < V; e += WE) {
+                    cp_async16(ws + i * V + e, w + first + static_cast<long long>(i) * V + e);
+                }
+            }
+        }
+    }
     row_exchange_open(xch);
     long long row = blockIdx.x / CLUSTER;
     if (row < m) prefetch(row);
     for (int visit = 0; row < m; row += groups, ++visit) {
         const float r = rstd[row];
-        cp_async_wait_all();  // this row's copies (the only ones in flight)
+        cp_async_wait_all();  // this row's copies (the only ones in flight; first: the weights)
         Vec<T> xv[K], dv[K];
 #pragma unroll
         for (int k = 0; k < K; ++k) {
@@ -494,7 +531,7 @@ __device__ __forceinline__ void rmsnorm_bwd(const T* dy, const T* x, const W* w,
             const int i = tid + k * THREADS;
             if (i < s.count) {
                 float wf[V];
-                load_weights(w, first + static_cast<long long>(i) * V, wf);
+                staged_weights(w, ws + i * V, wf);
 #pragma unroll
                 for (int e = 0; e < V; ++e) dot += to_float(dv[k].v[e]) * wf[e] * to_float(xv[k].v[e]);
             }
@@ -509,7 +546,7 @@ __device__ __forceinline__ void rmsnorm_bwd(const T* dy, const T* x, const W* w,
             const int i = tid + k * THREADS;
             if (i < s.count) {
                 float wf[V];
-                load_weights(w, first + static_cast<long long>(i) * V, wf);
+                staged_weights(w, ws + i * V, wf);
                 store_vec(dxr + static_cast<long long>(i) * V,
                           dx_and_dw<T, V>(xv[k], dv[k], wf, r, coef, acc[k]));
             }
