@@ -196,9 +196,9 @@ def test_a_driver_call_without_a_context_is_retried_once_in_one(
 
 
 def test_kernel_opts_in_to_large_shared_memory_and_clusters_of_16_once() -> None:
-    """What a launch opts in to, on a stand-in driver: more than 48 KB of dynamic shared memory
-    (once per new maximum) and the non-portable cluster of 16 (once; 8 or fewer need nothing).
-    A refusal is raised, naming the kernel."""
+    """What a launch opts in to, on a stand-in driver: more dynamic shared memory than 48 KB
+    less the kernel's static shared memory (once per new maximum) and the non-portable cluster
+    of 16 (once; 8 or fewer need nothing). A refusal is raised, naming the kernel."""
     import types
 
     import minikernel.cuda.loader as loader
@@ -215,20 +215,23 @@ def test_kernel_opts_in_to_large_shared_memory_and_clusters_of_16_once() -> None
         CUfunction_attribute=types.SimpleNamespace(
             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES="smem",
             CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED="nonportable",
+            CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES="static",
         ),
         cuFuncSetAttribute=set_attribute,
+        cuFuncGetAttribute=lambda attr, fn: (0, 1024 if attr == "static" else -1),
         cuGetErrorName=lambda e: (0, b"CUDA_ERROR_NOT_SUPPORTED"),
         cuGetErrorString=lambda e: (0, b"operation not supported"),
     )
     kernel = loader.Kernel(types.SimpleNamespace(driver=driver), "k", "fn")
-    kernel._allow_smem(48 * 1024)  # the default limit: nothing to ask
+    kernel._allow_smem(47 * 1024)  # 48 KB less its 1 KB of static memory: nothing to ask
     kernel.allow_cluster_size(8)  # portable
     assert calls == []
+    kernel._allow_smem(48 * 1024)  # 48 KB of dynamic memory on top of 1 KB static: must ask
     kernel._allow_smem(100_000)
     kernel._allow_smem(90_000)  # below what was granted
     kernel.allow_cluster_size(16)
     kernel.allow_cluster_size(16)
-    assert calls == [("fn", "smem", 100_000), ("fn", "nonportable", 1)]
+    assert calls == [("fn", "smem", 48 * 1024), ("fn", "smem", 100_000), ("fn", "nonportable", 1)]
     status[0] = 801
     fresh = loader.Kernel(types.SimpleNamespace(driver=driver), "k16", "fn")
     with pytest.raises(CudaLaunchError, match="allowing k16 clusters of 16 blocks failed"):

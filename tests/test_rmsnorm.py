@@ -596,6 +596,29 @@ def test_cuda_backward_matches_reference(
 
 
 @pytest.mark.gpu
+def test_cuda_backward_with_exactly_48_kb_of_dynamic_shared_memory() -> None:
+    """Clusters of 8 on 32768 fp32 columns: 1024 vectors per block, x, dy and w slices of 16 KB
+    each, 48 KB of dynamic shared memory on top of the kernel's static memory. Without opting
+    in that launch fails (the loader once assumed 48 KB were free of static memory)."""
+    from minikernel.cuda import clusters_available
+    from minikernel.kernels.rmsnorm import _backward_cuda, plan_bwd
+
+    if not clusters_available(torch.device("cuda")):
+        pytest.skip("the CUDA backward needs clusters (sm_90+) and NVIDIA's bindings")
+    m, n = 40, 32768
+    sp = plan_bwd(n, torch.float32, (9, 0), cluster=8)
+    assert sp is not None and sp.smem(4) == 48 * 1024
+    x, w, dy = make_inputs(m, n, torch.float32, "cuda", seed=3, with_grad_out=True)
+    rstd = torch.rsqrt(x.float().pow(2).mean(-1) + EPS)
+    got = _backward_cuda(dy, x, w, rstd, cluster=8)
+    assert got is not None
+    dx_ref, dw_ref = reference_grads(x, w, dy, EPS)
+    scale = _grad_scale(x, w, dy)
+    _close(got[0], dx_ref, scale, BWD_RTOL[torch.float32], "dx (clusters of 8)")
+    torch.testing.assert_close(got[1].double(), dw_ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
 def test_cuda_backward_as_the_first_cuda_call_of_autograds_thread() -> None:
     """In a fresh process, the first CUDA C call of the backward (the cluster occupancy query)
     runs on autograd's own thread, where no context was current: it failed there with

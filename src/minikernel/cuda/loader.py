@@ -317,7 +317,7 @@ class Kernel:
         self.module = module
         self.name = name
         self._function = function
-        self._max_dynamic_smem = 48 * 1024
+        self._max_dynamic_smem: int | None = None  # what a launch may take; asked on first use
         self._occupancy: dict[tuple[int, int, int], int] = {}
         self._nonportable = False
 
@@ -332,8 +332,23 @@ class Kernel:
         _call_in_context(driver, what, driver.cuFuncSetAttribute, self._function, attr, value)
 
     def _allow_smem(self, shared_mem: int) -> None:
+        if shared_mem == 0:
+            return
+        if self._max_dynamic_smem is None:
+            # Without opting in, a block gets 48 KB of shared memory in all: the kernel's static
+            # shared memory (its __shared__ arrays) comes out of it. Taking exactly 48 KB of
+            # dynamic memory in a kernel with any static memory fails to launch otherwise.
+            driver = self.module.driver
+            (static,) = _call_in_context(
+                driver,
+                f"reading {self.name}'s static shared memory",
+                driver.cuFuncGetAttribute,
+                driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                self._function,
+            )
+            self._max_dynamic_smem = 48 * 1024 - int(static)
         if shared_mem > self._max_dynamic_smem:
-            # Above 48 KB a kernel must opt in to more dynamic shared memory, once.
+            # Past that a kernel must opt in to more dynamic shared memory, once per new maximum.
             self._set_attribute(
                 "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES",
                 shared_mem,
