@@ -335,6 +335,10 @@ LINEAR_SHAPES = [
 def test_linear_cross_entropy(case: tuple, dtype: torch.dtype, reduction: str) -> None:
     _skip_bf16(dtype)
     t, h, v, chunk = case
+    if INTERPRET and v > 1000 and reduction != "mean":
+        # The interpreter spends most of a minute per call on this vocabulary; the reductions
+        # are checked on the other shapes here, and on every shape on a GPU.
+        pytest.skip("the large vocabulary runs with reduction='mean' only under the interpreter")
     hidden, weight, target = make_linear_inputs(t, h, v, dtype, DEVICE, seed=t, ignore_frac=0.2)
     kw = {"reduction": reduction, "label_smoothing": 0.1}
     hg, wg = hidden.clone().requires_grad_(True), weight.clone().requires_grad_(True)
