@@ -180,6 +180,20 @@ def test_commit_info_from_environment_without_git(monkeypatch: pytest.MonkeyPatc
     assert commit_info() == ("unknown", True)
 
 
+@pytest.mark.parametrize(
+    "bad", ["19bf040e1", "abcdef123456xyz", "ABCDEF123456", "HEAD", " abcdef123456"]
+)
+def test_commit_from_environment_must_be_a_hash(monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
+    """A cut or mistyped MINIKERNEL_COMMIT is refused before anything is measured (the
+    first: nine digits, typed by hand on a runner once, and written into a results file)."""
+    import minikernel.bench.env as env
+
+    monkeypatch.setattr(env, "_git", lambda *a: None)
+    monkeypatch.setenv("MINIKERNEL_COMMIT", bad)
+    with pytest.raises(ValueError, match="MINIKERNEL_COMMIT"):
+        commit_info()
+
+
 def test_commit_from_environment_wins_over_a_stale_git(monkeypatch: pytest.MonkeyPatch) -> None:
     """A runner's copied .git can name an older commit than the files it measures."""
     import minikernel.bench.env as env

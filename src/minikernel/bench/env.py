@@ -36,6 +36,13 @@ def commit_info() -> tuple[str, bool]:
     Otherwise git says it; with neither: ("unknown", True)."""
     env_commit = os.environ.get("MINIKERNEL_COMMIT")
     if env_commit:
+        # The results name this commit and the pages link to it: a typed or cut hash would be
+        # a dead link, so only what `git rev-parse` gives (--short=12 or the full hash) passes.
+        if not re.fullmatch(r"[0-9a-f]{12,40}", env_commit):
+            raise ValueError(
+                f"MINIKERNEL_COMMIT={env_commit!r} is not a commit hash of 12 to 40 lowercase "
+                "hex digits; set it from `git rev-parse --short=12 HEAD`"
+            )
         git_head = _git("rev-parse", "--short=12", "HEAD")
         if git_head and not env_commit.startswith(git_head[:7]):
             print(
