@@ -231,14 +231,19 @@ def compile_file(
         nvrtc.nvrtcDestroyProgram(prog)
     seconds = time.perf_counter() - t0
     usage = parse_ptxas_report(log)
-    if not usage and os.environ.get("MINIKERNEL_PTXAS_SUBPROCESS") != "1":
+    module = CompiledModule(path, arch, cubin, log, seconds, usage)
+    if set(usage) != module.kernel_names and os.environ.get("MINIKERNEL_PTXAS_SUBPROCESS") != "1":
         # Seen on the H200 runner (NVRTC 13.0, several compiles in one process): a compile
         # came back fast with a valid cubin and an empty log, so no ptxas report, even with an
         # extra define. The report is what the resource checks read, so ask a fresh process,
-        # where it is the first compile, for the log (the cubin we keep is this one).
-        log = _log_from_fresh_process(path, arch, options) or log
-        usage = parse_ptxas_report(log)
-    return CompiledModule(path, arch, cubin, log, seconds, usage)
+        # where it is the first compile, for the log (the cubin we keep is this one). A report
+        # that names only some of the cubin's kernels is retried the same way, and the fresh
+        # one kept if it covers more of them.
+        fresh = _log_from_fresh_process(path, arch, options)
+        fresh_usage = parse_ptxas_report(fresh) if fresh else {}
+        if len(set(fresh_usage) & module.kernel_names) > len(set(usage) & module.kernel_names):
+            module.log, module.usage = fresh, fresh_usage
+    return module
 
 
 _FRESH = """
