@@ -7,10 +7,12 @@ test module imports minikernel. Tests that need the GPU are marked ``gpu`` and s
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +28,16 @@ if not HAS_GPU:
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cpu" if INTERPRET else "cuda"
+
+
+@functools.cache
+def compiled(path: Path, arch: str) -> Any:
+    """``minikernel.cuda.compile_file(path, arch)``, once per test session: a kernel file of the
+    course takes NVRTC tens of seconds, and several tests read the same cubin's kernel names
+    or ptxas report. The file must not change during the session (none of the course's do)."""
+    from minikernel.cuda import compile_file
+
+    return compile_file(path, arch)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

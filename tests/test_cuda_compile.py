@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import HAS_GPU
+from conftest import HAS_GPU, compiled
 
 from minikernel.cuda import (
     CudaCompileError,
@@ -68,7 +68,7 @@ def test_there_are_cu_files() -> None:
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("path", CU_FILES, ids=lambda p: p.name)
 def test_compiles_without_spills(path: Path, arch: str) -> None:
-    module = compile_file(path, arch)
+    module = compiled(path, arch)
     assert module.cubin[:4] == b"\x7fELF", "NVRTC did not return a cubin (ELF)"
     missing = sorted(module.kernel_names - set(module.usage))
     if missing and HAS_GPU:
@@ -145,7 +145,24 @@ def test_standalone_programs_build_with_nvcc(path: Path, tmp_path: Path) -> None
         assert run.returncode == 0 and "0 wrong" in run.stdout, run.stdout + run.stderr
 
 
-def test_empty_ptxas_log_is_recovered_from_a_fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
+# Two small kernels: enough for the ptxas report tests below, and quick to compile where a
+# kernel file of the course takes tens of seconds (each test compiles twice, once in a fresh
+# process).
+TWO_KERNELS_CU = """#include "common.cuh"
+extern "C" __global__ void twice_f32(const float* x, float* y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+extern "C" __global__ void square_f32(const float* x, float* y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * x[i];
+}
+"""
+
+
+def test_empty_ptxas_log_is_recovered_from_a_fresh_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """NVRTC 13.0 on the H200 runner sometimes returned a cubin with an empty log after other
     compiles in the same process; the loader then asks a new process for the report."""
     import minikernel.cuda.loader as loader
@@ -158,14 +175,16 @@ def test_empty_ptxas_log_is_recovered_from_a_fresh_process(monkeypatch: pytest.M
         return {} if len(calls) == 1 else real(log)  # as if the first log had been empty
 
     monkeypatch.setattr(loader, "parse_ptxas_report", first_empty)
-    module = loader.compile_file(CU_FILES[0], "sm_90")
+    path = tmp_path / "two_kernels.cu"
+    path.write_text(TWO_KERNELS_CU)
+    module = loader.compile_file(path, "sm_90")
     if HAS_GPU and len(calls) == 2 and not calls[1]:
         pytest.skip("this NVRTC gave an empty ptxas log in the fresh process too")
     assert module.usage and len(calls) == 2
 
 
 def test_partial_ptxas_log_is_recovered_from_a_fresh_process(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A report that names only some of the cubin's kernels is asked for again, the same way;
     the fresh report is kept because it covers more of them."""
@@ -180,7 +199,8 @@ def test_partial_ptxas_log_is_recovered_from_a_fresh_process(
         return dict(list(usage.items())[:1]) if len(calls) == 1 else usage
 
     monkeypatch.setattr(loader, "parse_ptxas_report", first_partial)
-    path = next(p for p in CU_FILES if p.name == "cross_entropy.cu")
+    path = tmp_path / "two_kernels.cu"
+    path.write_text(TWO_KERNELS_CU)
     module = loader.compile_file(path, "sm_90")
     if HAS_GPU and len(calls) == 2 and not calls[1]:
         pytest.skip("this NVRTC gave an empty ptxas log in the fresh process")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import DEVICE, HAS_GPU, INTERPRET
+from conftest import DEVICE, HAS_GPU, INTERPRET, compiled
 
 from minikernel.kernels.rmsnorm import (
     VARIANTS,
@@ -357,7 +357,6 @@ def test_checker_rejects_rows_left_unwritten() -> None:
 def test_cuda3_plan_and_kernels() -> None:
     """Rung 3 cuts rows into cluster slices (slices.py); every kernel it plans exists, and GPUs
     without clusters get None (kernel 2 runs)."""
-    from minikernel.cuda import compile_file
     from minikernel.kernels.rmsnorm import CU_FILE, plan3
 
     sp = plan3(32768, 131072, torch.bfloat16, 232448, (9, 0))
@@ -369,7 +368,7 @@ def test_cuda3_plan_and_kernels() -> None:
     sp = plan3(4, 131072, torch.float32, 232448, (9, 0))
     assert (sp.cluster, sp.per_block, sp.threads) == (8, 4096, 512)  # past 8 x 32 KB
     assert plan3(4, 131072, torch.bfloat16, 232448, (8, 0)) is None
-    names = {n for n in compile_file(CU_FILE, "sm_90").kernel_names if "kernel3" in n}
+    names = {n for n in compiled(CU_FILE, "sm_90").kernel_names if "kernel3" in n}
     planned = set()
     for n in (8, 1024, 2048, 4096, 8192, 24000, 32768, 40000, 65536, 131072, 262144, 400000):
         for dtype in (torch.float32, torch.bfloat16):
@@ -389,7 +388,6 @@ def test_cuda4_plan_and_kernels() -> None:
     """Rung 4 holds 32 KB of a row per block of 512 threads over clusters of 2 to 8, then 64 KB
     per block of 1024 over 8 or 16; rows that fit one block, rows past 1 MB and GPUs without
     clusters get None (rung 3 runs). Every kernel it plans exists, and none is unreachable."""
-    from minikernel.cuda import compile_file
     from minikernel.kernels.rmsnorm import CU_FILE, plan4
 
     def shape(m: int, n: int, dtype: torch.dtype) -> tuple[int, int, int]:
@@ -408,7 +406,7 @@ def test_cuda4_plan_and_kernels() -> None:
     assert plan4(4, 262148, torch.float32, (9, 0)) is None  # past 1 MB
     assert plan4(4, 524296, torch.float16, (9, 0)) is None
     assert plan4(4, 65536, torch.float32, (8, 0)) is None  # no clusters before sm_90
-    names = {n for n in compile_file(CU_FILE, "sm_90").kernel_names if "kernel4" in n}
+    names = {n for n in compiled(CU_FILE, "sm_90").kernel_names if "kernel4" in n}
     planned = set()
     for dtype, suffix in ((torch.float32, "f32"), (torch.float16, "f16"), (torch.bfloat16, "bf16")):
         for n in (16384, 16392, 32776, 65536, 131072, 131080, 262144, 262160, 524288):
@@ -501,7 +499,6 @@ def test_default_impl_on_the_gpu_runs_and_agrees(n: int) -> None:
 def test_cuda_backward_plan_and_kernels() -> None:
     """plan_bwd leaves rows Triton reads once to Triton, cuts longer ones over clusters of at
     most 32 KB per block, and every kernel it plans exists in rmsnorm.cu."""
-    from minikernel.cuda import compile_file
     from minikernel.kernels.rmsnorm import CU_FILE, plan_bwd
 
     assert plan_bwd(MAX_REGISTER_ROW, torch.bfloat16, (9, 0)) is None  # Triton reads it once
@@ -518,7 +515,7 @@ def test_cuda_backward_plan_and_kernels() -> None:
     assert sp.smem(4) == 3 * 65536  # 192 KB: one block per SM, under the 227 KB an SM gives
     assert plan_bwd(262144, torch.float32, (9, 0)) is None  # past 8 x 512 x 8 vectors
     assert plan_bwd(262144, torch.bfloat16, (9, 0)) is None  # 16-bit: 8 vectors would spill
-    names = compile_file(CU_FILE, "sm_90").kernel_names
+    names = compiled(CU_FILE, "sm_90").kernel_names
     for n in (16385 * 8, 32768, 40000, 65536, 131072, 262144):
         for dtype, suffix in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
             sp = plan_bwd(n, dtype, (9, 0))
@@ -533,7 +530,6 @@ _SUFFIXES = ((torch.float32, "f32"), (torch.float16, "f16"), (torch.bfloat16, "b
 def test_cuda_backward_rows_plan_and_kernels() -> None:
     """plan_bwd_rows takes whole-vector rows of 65 to 256 vectors (3 to 8 per lane of a warp),
     sizes the block by the registers K needs, and every kernel it plans exists in rmsnorm.cu."""
-    from minikernel.cuda import compile_file
     from minikernel.kernels.rmsnorm import CU_FILE, plan_bwd_rows
 
     sp = plan_bwd_rows(1024, torch.bfloat16)
@@ -546,7 +542,7 @@ def test_cuda_backward_rows_plan_and_kernels() -> None:
     assert plan_bwd_rows(2048, torch.float32) is None  # 512 vectors: past 8 per lane
     assert plan_bwd_rows(512, torch.bfloat16) is None  # 64 vectors: Triton's
     assert plan_bwd_rows(1028, torch.bfloat16) is None  # not whole vectors
-    names = compile_file(CU_FILE, "sm_90").kernel_names
+    names = compiled(CU_FILE, "sm_90").kernel_names
     for n in range(8, 4096, 8):
         for dtype, suffix in _SUFFIXES:
             sp = plan_bwd_rows(n, dtype)

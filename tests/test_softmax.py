@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import DEVICE, HAS_GPU, INTERPRET, run_lab_on_cpu
+from conftest import DEVICE, HAS_GPU, INTERPRET, compiled, run_lab_on_cpu
 
 from minikernel.kernels.softmax import (
     TOLERANCES,
@@ -817,9 +817,7 @@ def test_rung14_plan() -> None:
 
 def test_every_planned_kernel_exists() -> None:
     """Each name a plan can produce is an extern "C" kernel of softmax.cu (for sm_90)."""
-    from minikernel.cuda import compile_file
-
-    compiled = compile_file(ck.CU_FILE, "sm_90").kernel_names
+    built = compiled(ck.CU_FILE, "sm_90").kernel_names
     planned = set()
     for rung in ck.RUNGS:
         for dtype in DTYPES:
@@ -857,8 +855,8 @@ def test_every_planned_kernel_exists() -> None:
         vn = ck.vector_width(dtype)
         for nvec in range(1, 32 * ck.KERNEL15_VPT_MAX[dtype] + 1):
             planned.add(ck.plan(15, 3, nvec * vn, dtype, ck.H200).kernel)
-    assert planned <= compiled, sorted(planned - compiled)
-    assert len(planned) == len(compiled), sorted(compiled - planned)  # none is unreachable
+    assert planned <= built, sorted(planned - built)
+    assert len(planned) == len(built), sorted(built - planned)  # none is unreachable
 
 
 # --- the GPU: launch details the CPU cannot see ----------------------------------------------
