@@ -159,8 +159,9 @@ for dtype in (torch.bfloat16, torch.float32):
 # `cuda:1`) at three row lengths, to show what the tuning buys. Backward: dx and dweight from a
 # graph built once; `triton:2` (Triton's backward) at every length, and
 # `cuda:3` where its backward differs: a CUDA kernel with one warp per row for rows of up to 2048
-# 16-bit or 1024 fp32 elements, and the persistent CUDA cluster kernel for rows longer than
-# 16384 (Triton's between). QuACK's backward is what its autograd function runs: its kernel,
+# 16-bit or 1024 fp32 elements, a fixed-length CUDA kernel for fp32 rows of exactly 4096 and
+# 8192 elements, and the persistent CUDA cluster kernel for rows longer than 16384 (Triton's at
+# the other lengths between). QuACK's backward is what its autograd function runs: its kernel,
 # then PyTorch's sum of the per-SM dweight rows it writes. `torch.compile` is built anew for
 # each shape it times (specialised to it, a fair baseline); that costs seconds per shape, so it
 # is timed at a few row lengths only. Liger's RMSNorm refuses rows of 65536 elements or more;
@@ -177,8 +178,10 @@ for dtype in (torch.bfloat16, torch.float32):
 # ajuste.
 # Backward: dx y dweight desde un grafo construido una vez; `triton:2` (el backward de Triton)
 # en todas las longitudes, y `cuda:3` donde su backward difiere: un kernel de CUDA con un warp
-# por fila para filas de hasta 2048 elementos de 16 bits o 1024 de fp32, y el kernel persistente
-# de CUDA sobre clusters para filas de más de 16384 (el de Triton entre ambos). El backward de
+# por fila para filas de hasta 2048 elementos de 16 bits o 1024 de fp32, un kernel de CUDA de
+# longitud fija para filas fp32 de exactamente 4096 y 8192 elementos, y el kernel persistente de
+# CUDA sobre clusters para filas de más de 16384 (el de Triton en las demás longitudes
+# intermedias). El backward de
 # QuACK es lo que ejecuta su función de autograd: su kernel y, después, la suma en PyTorch de
 # las filas de dweight parciales (una por SM) que ese kernel escribe.
 # `torch.compile` se construye de nuevo para cada forma que se mide (especializado en ella,
@@ -222,9 +225,6 @@ ONLY_AT = {
     ("cuda:4", "fwd"): [16384, 32768, 65536, 131072],
     ("torch:compile", "fwd"): [4096, 16384, 131072],
     ("torch:compile", "bwd"): [4096, 131072],
-    # cuda:3's backward: the warp-per-row CUDA kernel up to 2048 16-bit or 1024 fp32 columns,
-    # Triton's (the same kernel as triton:2's) from there to 16384, the cluster kernel past it
-    ("cuda:3", "bwd"): [1024, 2048, 32768, 65536, 131072],
 }
 ONLY_DTYPE = {
     ("triton:1", "fwd"): torch.bfloat16,
@@ -282,6 +282,12 @@ def measure_case(dtype: torch.dtype, m: int, n: int, impl: str, pass_: str) -> N
 
 def wanted(impl: str, pass_: str, dtype: torch.dtype, n: int) -> bool:
     key = (impl, pass_)
+    if key == ("cuda:3", "bwd"):
+        # cuda:3's backward only where it runs a CUDA kernel (the warp-per-row kernel for short
+        # rows, the fixed-length one for fp32 rows of 4096 and 8192, the cluster kernel past
+        # 16384): elsewhere it runs Triton's, the kernel triton:2 already times
+        cc = torch.cuda.get_device_capability()
+        return rn.backward_cuda_plan(n, dtype, dtype, cc) is not None
     return n in ONLY_AT.get(key, [n]) and ONLY_DTYPE.get(key, dtype) == dtype
 
 
@@ -368,24 +374,28 @@ for m, n, dtype in BWD_PROFILES:
     )
 
 # %% [markdown] lang="en"
-# The one gap to a peer that the backward still has: QuACK's fp32 backward is ahead of ours from
-# 4096 to 32768 elements. The same counters for one backward call of Triton's kernel (ours at
-# those lengths) and of QuACK's, at 16384 x 8192 in fp32, say how the two spend their time.
+# The gap to a peer that the backward had longest: QuACK's fp32 backward was ahead of Triton's,
+# ours from 4096 to 16384 elements until the fixed-length CUDA kernel (`rmsnorm_bwd_tile`,
+# `cuda:3`'s backward for fp32 rows of 4096 and 8192 elements) was written to its instruction
+# count. The same counters for one backward call of Triton's kernel, of that CUDA kernel and of
+# QuACK's, at 16384 x 8192 in fp32, say how each spends its time.
 
 # %% [markdown] lang="es"
-# La única distancia a un rival que le queda al backward: el backward de QuACK en fp32 va por
-# delante del nuestro de 4096 a 32768 elementos. Los mismos contadores para una llamada al
-# backward del kernel de Triton (el nuestro a esas longitudes) y al de QuACK, en 16384 x 8192 en
-# fp32, dicen en qué gasta su tiempo cada uno.
+# La distancia a un rival que más le duró al backward: el backward de QuACK en fp32 iba por
+# delante del de Triton, el nuestro de 4096 a 16384 elementos hasta que se escribió el kernel
+# CUDA de longitud fija (`rmsnorm_bwd_tile`, el backward de `cuda:3` con filas fp32 de 4096 y
+# 8192 elementos) con su número de instrucciones como objetivo. Los mismos contadores
+# para una llamada al backward del kernel de Triton, de ese kernel CUDA y del de QuACK, en
+# 16384 x 8192 en fp32, dicen en qué gasta su tiempo cada uno.
 
 # %%
 M_PEER, N_PEER = 16384, 8192
+peer_profiles = ["triton:2", "cuda:3"]
 try:
     import_peer("quack", "quack-kernels")
-    peer_profiles = ["triton:2", "quack"]
-except PeerUnavailable as exc:  # a learner without QuACK: nothing to compare with
+    peer_profiles.append("quack")
+except PeerUnavailable as exc:  # a learner without QuACK: ours only
     print(f"[rmsnorm] QuACK backward profile skipped: {exc}")
-    peer_profiles = []
 for impl in peer_profiles:
     _free()
     lab.profile(

@@ -552,6 +552,59 @@ def test_cuda_backward_rows_plan_and_kernels() -> None:
                     assert f"{sp.kernel}_{suffix}{w}" in names, (n, dtype, sp)
 
 
+def test_cuda_backward_tile_plan_and_kernels() -> None:
+    """plan_bwd_tile takes only fp32 rows of the lengths rmsnorm.cu instantiates, with an fp32
+    weight or none, on sm_90+; every launch it plans exists, covers its row exactly and fits
+    the shared memory of an H200 SM."""
+    from minikernel.kernels.rmsnorm import CU_FILE, TILE_BWD, plan_bwd_tile
+
+    f32 = torch.float32
+    assert plan_bwd_tile(8192, torch.bfloat16, torch.bfloat16, (9, 0)) is None  # fp32 only
+    assert plan_bwd_tile(8192, f32, torch.bfloat16, (9, 0)) is None  # and an fp32 weight
+    assert plan_bwd_tile(8192, f32, f32, (8, 0)) is None  # measured on sm_90 only
+    assert plan_bwd_tile(16384, f32, f32, (9, 0)) is None  # 512 x 8 spills (TILE_BWD)
+    assert plan_bwd_tile(8196, f32, f32, (9, 0)) is None  # not a length it is compiled for
+    assert plan_bwd_tile(8192, f32, None, (9, 0)).smem == 2 * 32768  # a row of x, one of dy
+    names = compiled(CU_FILE, "sm_90").kernel_names
+    planned = set()
+    for n in range(1024, 65537, 1024):
+        for w_dtype in (f32, None):
+            plan = plan_bwd_tile(n, f32, w_dtype, (9, 0))
+            if plan is not None:
+                planned.add(n)
+                assert plan.n == n, (n, plan)  # no bounds checks: the row is the tile
+                assert plan.smem <= 227 * 1024, (n, plan)
+                assert plan.kernel in names, (n, plan)
+    assert planned == set(TILE_BWD) == {4096, 8192}
+    tiles = {name for name in names if name.startswith("rmsnorm_bwd_tile_")}
+    assert tiles == {plan_bwd_tile(n, f32, f32, (9, 0)).kernel for n in TILE_BWD}  # none unused
+
+
+def test_backward_cuda_plan_picks_one_kernel_per_row_length() -> None:
+    """What cuda:3's backward runs (the lab times cuda:3 only where this is not None)."""
+    from minikernel.kernels.rmsnorm import (
+        BwdPlan,
+        RowsBwdPlan,
+        TileBwdPlan,
+        backward_cuda_plan,
+    )
+
+    f32, bf16, h100 = torch.float32, torch.bfloat16, (9, 0)
+    assert isinstance(backward_cuda_plan(8192, f32, f32, h100), TileBwdPlan)
+    assert isinstance(backward_cuda_plan(8192, f32, None, h100), TileBwdPlan)
+    assert backward_cuda_plan(8192, bf16, bf16, h100) is None  # Triton's
+    assert backward_cuda_plan(8192, f32, bf16, h100) is None  # the tile is fp32 weights only
+    assert backward_cuda_plan(2048, f32, f32, h100) is None  # past the warp-per-row kernel
+    assert isinstance(backward_cuda_plan(1024, bf16, bf16, h100), RowsBwdPlan)
+    assert isinstance(backward_cuda_plan(65536, f32, f32, h100), BwdPlan)
+    assert backward_cuda_plan(65537, bf16, bf16, h100) is None  # not whole 16-byte vectors
+    assert backward_cuda_plan(65536, bf16, bf16, (8, 0)) is None  # no clusters
+    # knobs (tuning experiments) skip the other two kernels: plan_bwd leaves 8192 to Triton
+    assert backward_cuda_plan(8192, f32, f32, h100, cluster=2) is None
+    assert backward_cuda_plan(65536, bf16, bf16, h100).cluster == 4  # 32 KB a block
+    assert backward_cuda_plan(65536, bf16, bf16, h100, cluster=8).cluster == 8
+
+
 CUDA_BWD_SHAPES = [
     (5, 32768),  # two blocks per row (bf16), fewer rows than clusters
     (33, 40008),  # a row that does not split evenly: the last block owns fewer vectors
@@ -589,6 +642,47 @@ def test_cuda_backward_matches_reference(
     got = _backward_cuda(dy, x, w, rstd)
     assert got is not None, "the CUDA backward refused a case it plans"
     _close(got[0], dx_ref, _grad_scale(x, w, dy), BWD_RTOL[dtype], "dx (kernel)")
+
+
+TILE_SHAPES = [
+    (1, 4096),  # one row: one block, the rest of the grid has nothing
+    (1000, 4096),  # more rows than blocks, not a multiple of them: blocks take 2 or 3 rows
+    (1, 8192),
+    (263, 8192),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wkind", ["same", "none"])
+@pytest.mark.parametrize("shape", TILE_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_cuda_backward_tile_matches_reference(
+    shape: tuple[int, int], wkind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fixed-length fp32 backward, through autograd after cuda:3 (which must launch it) and
+    launched itself: dx and dw against the fp64 reference, and without dw the same dx bits."""
+    import minikernel.kernels.rmsnorm as rn
+    from minikernel.cuda import clusters_available
+
+    m, n = shape
+    if not clusters_available(torch.device("cuda")):
+        pytest.skip("the CUDA backward needs clusters (sm_90+) and NVIDIA's bindings")
+    launched = []
+    real = rn._backward_tile
+    monkeypatch.setattr(rn, "_backward_tile", lambda *a: launched.append(a[4]) or real(*a))
+    x, w, dy = make_inputs(m, n, torch.float32, "cuda", seed=11 + m, with_grad_out=True)
+    w = _pick_weight(w, torch.float32, wkind)
+    xg = x.clone().requires_grad_(True)
+    wg = None if w is None else w.clone().requires_grad_(True)
+    rms_norm(xg, (n,), wg, EPS, impl="cuda:3").backward(dy)
+    dx_ref = _check_grads(xg, wg, x, w, dy, torch.float32)
+    plan = rn.plan_bwd_tile(n, torch.float32, None if w is None else w.dtype, (9, 0))
+    assert launched == [plan], "autograd after cuda:3 did not run the fixed-length kernel"
+    rstd = torch.rsqrt(x.pow(2).mean(-1) + EPS)
+    dx, dw = real(dy, x, w, rstd, plan, torch.empty_like(x), True)
+    _close(dx, dx_ref, _grad_scale(x, w, dy), BWD_RTOL[torch.float32], "dx (kernel)")
+    assert (dw is None) == (w is None)
+    dx2, dw2 = real(dy, x, w, rstd, plan, torch.empty_like(x), False)
+    assert dw2 is None and torch.equal(dx2, dx)
 
 
 @pytest.mark.gpu
@@ -650,7 +744,7 @@ def test_cuda_backward_as_the_first_cuda_call_of_autograds_thread() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n", [65536, 1024])  # the cluster kernel; the warp-per-row kernel
+@pytest.mark.parametrize("n", [65536, 8192, 1024])  # cluster; fixed-length; warp-per-row
 def test_cuda_backward_is_deterministic_and_writes_only_dx(n: int) -> None:
     from minikernel.cuda import clusters_available
     from minikernel.kernels.rmsnorm import _backward_cuda

@@ -433,6 +433,52 @@ def plan_bwd_rows(n: int, dtype: torch.dtype) -> RowsBwdPlan | None:
     return RowsBwdPlan(k, ROWS_BWD_THREADS[(k, min(size, 4))], nvec, size)
 
 
+TILE_BWD = {4096: (256, 4, 1, True), 8192: (512, 4, 1, True)}
+"""Row length (fp32 elements) -> (threads, 16-byte vectors per thread, stages, weights in
+registers) of rmsnorm_bwd_tile_*: the launches an H200 side probe found fastest
+(labs/probe_rmsnorm_backward_tile.py; the fused-rmsnorm page, section 7, says what it tried).
+Not 16384: its one launch that fits (512 x 8, the weights in shared memory) needs all 128
+registers a thread of 512 may have, and spills with some NVRTC versions and targets."""
+
+
+@dataclass(frozen=True)
+class TileBwdPlan:
+    threads: int
+    vpt: int  # 16-byte vectors per thread and tensor: a row is threads * vpt vectors
+    stages: int  # rows of copies in flight in shared memory
+    wreg: bool  # the weights in registers, or in shared memory after the rows
+
+    @property
+    def n(self) -> int:
+        return self.threads * self.vpt * 4
+
+    @property
+    def smem(self) -> int:
+        """Dynamic shared memory of one block: ``stages`` rows of x and of dy, and the weights
+        where they are not in registers."""
+        return (2 * self.stages + (0 if self.wreg else 1)) * self.threads * self.vpt * 16
+
+    @property
+    def kernel(self) -> str:
+        return (
+            f"rmsnorm_bwd_tile_t{self.threads}_v{self.vpt}_s{self.stages}_w{int(self.wreg)}"
+            "_f32_wf32"
+        )
+
+
+def plan_bwd_tile(
+    n: int, dtype: torch.dtype, w_dtype: torch.dtype | None, cc: tuple[int, int]
+) -> TileBwdPlan | None:
+    """The fixed-length fp32 backward (rmsnorm_bwd_tile_*) for rows of ``n`` elements, or None:
+    fp32 x with an fp32 weight or none, rows of exactly 4096 or 8192 elements (TILE_BWD), sm_90+
+    (the GPUs it was measured on). Other rows keep Triton's backward (or the warp-per-row and
+    cluster kernels, which do not overlap these lengths)."""
+    if cc < (9, 0) or dtype != torch.float32 or w_dtype not in (None, torch.float32):
+        return None
+    launch = TILE_BWD.get(n)
+    return None if launch is None else TileBwdPlan(*launch)
+
+
 def _backward_rows(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -470,6 +516,33 @@ def _backward_rows(
     return dx, reduce_dw(part, w.dtype)
 
 
+def _backward_tile(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    w: torch.Tensor | None,
+    rstd: torch.Tensor,
+    plan: TileBwdPlan,
+    dx: torch.Tensor,
+    need_dw: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Launch the fixed-length fp32 backward: one block per SM slot, each taking every
+    grid-th row, then its partial dw rows summed (contiguous, 16-byte aligned fp32 tensors
+    with rows of plan.n elements and fewer than 2^31 rows: the caller checked)."""
+    from minikernel.cuda import get_kernel
+
+    from .triton_kernels import reduce_dw
+
+    m, n = x.shape
+    kernel = get_kernel(CU_FILE, plan.kernel)
+    blocks = max(1, min(m, kernel.max_active_clusters(plan.threads, plan.smem, 1)))
+    has_dw = w is not None and need_dw
+    part = torch.empty((blocks, n), dtype=torch.float32, device=x.device) if has_dw else None
+    null = ctypes.c_void_p(0)
+    args = (dy, x, w if w is not None else null, rstd, dx, part if has_dw else null)
+    kernel(blocks, plan.threads, (*args, ctypes.c_int64(m)), shared_mem=plan.smem)
+    return dx, (reduce_dw(part, w.dtype) if has_dw else None)
+
+
 _BARRIER_WORDS: dict[tuple[int, int], torch.Tensor] = {}
 
 
@@ -492,6 +565,26 @@ def _barrier_word(device: torch.device) -> torch.Tensor:
     return word
 
 
+def backward_cuda_plan(
+    n: int,
+    dtype: torch.dtype,
+    w_dtype: torch.dtype | None,
+    cc: tuple[int, int],
+    **knobs: int,
+) -> TileBwdPlan | RowsBwdPlan | BwdPlan | None:
+    """Which CUDA backward ``cuda:3`` and ``cuda:4`` run for rows of ``n`` elements (16-byte
+    aligned tensors): the fixed-length fp32 kernel (plan_bwd_tile), the warp-per-row kernel
+    (plan_bwd_rows), the cluster kernel (plan_bwd), in that order; None where Triton's runs.
+    ``knobs`` (tuning experiments) go to plan_bwd and skip the other two."""
+    if n % (16 // torch.empty((), dtype=dtype).element_size()):
+        return None  # not whole 16-byte vectors
+    if not knobs:
+        plan = plan_bwd_tile(n, dtype, w_dtype, cc) or plan_bwd_rows(n, dtype)
+        if plan is not None:
+            return plan
+    return plan_bwd(n, dtype, cc, **knobs)
+
+
 def _backward_cuda(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -502,26 +595,32 @@ def _backward_cuda(
     dx: torch.Tensor | None = None,
     **knobs: int,
 ) -> tuple[torch.Tensor, torch.Tensor | None] | None:
-    """The CUDA backward (dx, dweight), dx into ``dx`` if given: the warp-per-row kernel for
-    short rows (plan_bwd_rows), the cluster kernel for long ones (plan_bwd). None where neither
-    applies (the rows between, which Triton reads once; no clusters; rows that are not whole
-    16-byte vectors; unaligned tensors): the caller runs Triton's. ``knobs`` (tuning
-    experiments) go to plan_bwd and skip the short-row kernel."""
+    """The CUDA backward (dx, dweight), dx into ``dx`` if given: the fixed-length fp32 kernel
+    for fp32 rows of 4096 or 8192 elements (plan_bwd_tile), the warp-per-row kernel for
+    short rows (plan_bwd_rows), the cluster kernel for long ones (plan_bwd). None where none
+    applies (the other rows between, which Triton reads once; no clusters; rows that are not
+    whole 16-byte vectors; unaligned tensors): the caller runs Triton's. ``knobs`` (tuning
+    experiments) go to plan_bwd and skip the other two kernels."""
     from minikernel.cuda import get_kernel
 
     from .triton_kernels import reduce_dw
 
     m, n = x.shape
-    vec = 16 // x.element_size()
     tensors = [t for t in (dy, x, w, dx) if t is not None]
-    if n % vec or any(t.data_ptr() % 16 for t in tensors):
+    if any(t.data_ptr() % 16 for t in tensors):
         return None
-    rows_plan = None if knobs else plan_bwd_rows(n, x.dtype)
-    if rows_plan is not None:
-        return _backward_rows(
-            dy, x, w, rstd, rows_plan, torch.empty_like(x) if dx is None else dx, need_dw
+    w_dtype = w.dtype if w is not None else None
+    sp = backward_cuda_plan(n, x.dtype, w_dtype, _device_facts(x).cc, **knobs)
+    if isinstance(sp, TileBwdPlan):
+        if m >= 2**31:
+            return None  # its row index is a 32-bit int
+        return _backward_tile(
+            dy, x, w, rstd, sp, torch.empty_like(x) if dx is None else dx, need_dw
         )
-    sp = plan_bwd(n, x.dtype, _device_facts(x).cc, **knobs)
+    if isinstance(sp, RowsBwdPlan):
+        return _backward_rows(
+            dy, x, w, rstd, sp, torch.empty_like(x) if dx is None else dx, need_dw
+        )
     if sp is None:
         return None
     wf32 = "_wf32" if w is not None and w.dtype == torch.float32 else ""
@@ -575,8 +674,9 @@ def default_impl(t: torch.Tensor) -> str:
     rows of 65536 and more, which the Triton kernels read twice; it falls back to rungs 2 and 1
     for rows it cannot vectorise), ``triton:2`` on other GPUs and under Triton's
     interpreter, PyTorch otherwise. After ``cuda:3`` or ``cuda:4`` the backward is CUDA C for
-    short rows (a warp per row, plan_bwd_rows) and for rows longer than 16384 elements (the
-    cluster kernel, plan_bwd), Triton's between."""
+    short rows (a warp per row, plan_bwd_rows), for fp32 rows of 4096 and 8192 elements
+    (plan_bwd_tile) and for rows longer than 16384 elements (the cluster kernel, plan_bwd),
+    Triton's for the other rows between."""
     if t.is_cuda:
         from minikernel.cuda import clusters_available
 

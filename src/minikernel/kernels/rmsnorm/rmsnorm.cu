@@ -748,3 +748,150 @@ RMSNORM_BWD_ROWS(f32, float, 640, 384)
 RMSNORM_BWD_ROWS(f16, mk_half, 640, 384)
 RMSNORM_BWD_ROWS(bf16, mk_bf16, 640, 384)
 // --8<-- [end:backward_rows]
+
+// Pipelined copies: commit closes this thread's copies issued since the last commit into one
+// group; wait_groups<N> returns once all but the newest N of its groups have landed.
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+template <int N> __device__ __forceinline__ void cp_async_wait_groups() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// --8<-- [start:backward_tile]
+// The fp32 backward for rows of exactly THREADS x VPT vectors (4096 and 8192 elements:
+// plan_bwd_tile), written to issue as few instructions per element as QuACK's, which the lab's
+// ncu at 8192 fp32 found at half of Triton's count and of rmsnorm_bwd's. What differs from
+// rmsnorm_bwd:
+//   - the row length is a compile-time constant: no bounds checks on any vector, and every
+//     offset inside a row is an immediate from one 64-bit row pointer;
+//   - the registers hold xhat = x * r and g = dy * w, not x and dy: six FP operations per
+//     element (xhat, g, the sum g * xhat, dw += dy * xhat, dx = (g - xhat * c) * r);
+//   - one block per row at a time, its sum reduced with one barrier (the warps' partials in a
+//     slot per row parity, so the next row's writes cannot meet this row's reads);
+//   - STAGES rows of copies in flight in shared memory, with the L2::128B prefetch hint. Each
+//     thread copies and reads only its own vectors, so with one stage the next row's copies
+//     start as soon as this row is in registers: the registers are the second stage.
+// dx = r * (g - xhat * c), c = sum(g * xhat) / N (the same as dx = r g - x r^3 / N sum(g x)).
+template <int THREADS, int VPT, int STAGES, bool WREG>
+__device__ __forceinline__ void rmsnorm_bwd_tile(const float* dy, const float* x, const float* w,
+                                                 const float* rstd, float* dx, float* dw_part,
+                                                 long long m) {
+    constexpr int V = 4;
+    constexpr int NVEC = THREADS * VPT;  // vectors per row
+    constexpr int N = NVEC * V;
+    constexpr int WARPS = THREADS / 32;
+    extern __shared__ __align__(16) unsigned char tile_smem[];
+    float4* rows = reinterpret_cast<float4*>(tile_smem);  // [STAGES][2][NVEC]: x, then dy
+    __shared__ float partial[2][WARPS];
+    const int tid = threadIdx.x;
+    const int lane = tid & 31, warp = tid >> 5;
+    const int rows_n = static_cast<int>(m);  // the host keeps m under 2^31 rows
+    const int step = gridDim.x;
+    auto prefetch = [&](int row, int stage) {
+        if (row < rows_n) {
+            const float* xr = x + static_cast<long long>(row) * N + tid * V;
+            const float* dr = dy + static_cast<long long>(row) * N + tid * V;
+            float4* xs = rows + (2 * stage) * NVEC + tid;
+            float4* ds = xs + NVEC;
+#pragma unroll
+            for (int k = 0; k < VPT; ++k) {
+                const unsigned sx = static_cast<unsigned>(__cvta_generic_to_shared(xs + k * THREADS));
+                const unsigned sd = static_cast<unsigned>(__cvta_generic_to_shared(ds + k * THREADS));
+                asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(sx),
+                             "l"(xr + k * THREADS * V) : "memory");
+                asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(sd),
+                             "l"(dr + k * THREADS * V) : "memory");
+            }
+        }
+        cp_async_commit();
+    };
+    // The weights: in registers (WREG), or, where those would not fit (512 threads x 8
+    // vectors), in shared memory after the row buffers, each thread's own vectors.
+    float wf[WREG ? VPT : 1][V], acc[VPT][V];
+    float4* ws = rows + 2 * STAGES * NVEC + tid;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        const float4 wv = w ? __ldg(reinterpret_cast<const float4*>(w) + tid + k * THREADS)
+                            : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+        if (WREG) {
+            wf[WREG ? k : 0][0] = wv.x, wf[WREG ? k : 0][1] = wv.y;
+            wf[WREG ? k : 0][2] = wv.z, wf[WREG ? k : 0][3] = wv.w;
+        } else {
+            ws[k * THREADS] = wv;
+        }
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[k][e] = 0.0f;
+    }
+    int row = blockIdx.x;
+#pragma unroll
+    for (int st = 0; st < STAGES; ++st) prefetch(row + st * step, st);
+    for (int visit = 0; row < rows_n; row += step, ++visit) {
+        // Loaded here, not a row ahead: its latency hides behind the wait for the copies, and
+        // no register has to carry it through the row.
+        const float r = __ldg(rstd + row);
+        const int stage = visit % STAGES;
+        cp_async_wait_groups<STAGES - 1>();
+        const float4* xs = rows + (2 * stage) * NVEC + tid;
+        const float4* ds = xs + NVEC;
+        float xh[VPT][V], g[VPT][V];
+        float dot = 0.0f;
+#pragma unroll
+        for (int k = 0; k < VPT; ++k) {
+            const float4 xv = xs[k * THREADS], dv = ds[k * THREADS];
+            const float xa[V] = {xv.x, xv.y, xv.z, xv.w}, da[V] = {dv.x, dv.y, dv.z, dv.w};
+            float wk[V];
+            if (WREG) {
+#pragma unroll
+                for (int e = 0; e < V; ++e) wk[e] = wf[WREG ? k : 0][e];
+            } else {
+                const float4 wv = ws[k * THREADS];
+                wk[0] = wv.x, wk[1] = wv.y, wk[2] = wv.z, wk[3] = wv.w;
+            }
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                xh[k][e] = xa[e] * r;
+                g[k][e] = da[e] * wk[e];
+                dot = fmaf(g[k][e], xh[k][e], dot);
+                acc[k][e] = fmaf(da[e], xh[k][e], acc[k][e]);
+            }
+        }
+        prefetch(row + STAGES * step, stage);  // this thread's vectors of the buffer are read
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        if (lane == 0) partial[visit & 1][warp] = dot;
+        __syncthreads();  // every warp's partial of this row is in its slot
+        float total = 0.0f;
+#pragma unroll
+        for (int i = 0; i < WARPS; ++i) total += partial[visit & 1][i];  // same order everywhere
+        const float c = total / static_cast<float>(N);
+        float* dxr = dx + static_cast<long long>(row) * N + tid * V;
+#pragma unroll
+        for (int k = 0; k < VPT; ++k) {
+            float o[V];
+#pragma unroll
+            for (int e = 0; e < V; ++e) o[e] = (g[k][e] - xh[k][e] * c) * r;
+            __stcs(reinterpret_cast<float4*>(dxr + k * THREADS * V), make_float4(o[0], o[1], o[2], o[3]));
+        }
+    }
+    if (dw_part) {
+        float* out = dw_part + static_cast<long long>(blockIdx.x) * N + tid * V;
+#pragma unroll
+        for (int k = 0; k < VPT; ++k)
+            *reinterpret_cast<float4*>(out + k * THREADS * V) =
+                make_float4(acc[k][0], acc[k][1], acc[k][2], acc[k][3]);
+    }
+}
+
+// Dynamic shared memory: (2 * STAGES + (WREG ? 0 : 1)) * THREADS * VPT * 16 bytes.
+#define RMSNORM_BWD_TILE(THREADS, VPT, S, WREG)                                                \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                      \
+        rmsnorm_bwd_tile_t##THREADS##_v##VPT##_s##S##_w##WREG##_f32_wf32(                      \
+            const float* dy, const float* x, const float* w, const float* rstd, float* dx,     \
+            float* dw_part, long long m) {                                                     \
+        rmsnorm_bwd_tile<THREADS, VPT, S, WREG>(dy, x, w, rstd, dx, dw_part, m);               \
+    }
+RMSNORM_BWD_TILE(256, 4, 1, 1)  // 4096 fp32: 32 KB of shared memory (a row of x and of dy)
+RMSNORM_BWD_TILE(512, 4, 1, 1)  // 8192 fp32: 64 KB
+// --8<-- [end:backward_tile]

@@ -1,0 +1,109 @@
+"""Which launch of the fixed-length fp32 RMSNorm backward is fastest: threads, stages, weights.
+
+    python labs/probe_rmsnorm_backward_tile.py            # 16384 rows, 3 interleaved rounds
+    python labs/probe_rmsnorm_backward_tile.py --rounds 5
+
+rmsnorm_bwd_tile_* (rmsnorm.cu; `cuda:3`'s backward for fp32 rows of 4096 and 8192 elements,
+plan_bwd_tile) is a template over the block size, the vectors per thread, the rows of
+copies in flight (stages) and where the weights live (registers, or shared memory). rmsnorm.cu
+instantiates only the launches TILE_BWD ships (4096 and 8192); this probe compiles a copy with
+every launch of CANDIDATES added, checks each against Triton's dx and dw, and times them with
+Triton's backward and QuACK's (where it is installed) in interleaved rounds. The fused-rmsnorm
+page (section 7) says what an H200 showed. It prints, it writes nothing: the course's numbers
+come from ``nox -s labs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import torch
+
+import minikernel.kernels.rmsnorm as rn
+import minikernel.kernels.rmsnorm.triton_kernels as tk
+from minikernel.bench.ceilings import copy_GBps
+from minikernel.bench.timing import time_gpu
+
+CANDIDATES = {  # n -> (threads, vectors per thread, stages, weights in registers)
+    4096: [(256, 4, 1, True), (256, 4, 2, True), (256, 4, 3, True), (128, 8, 2, True)],
+    8192: [(512, 4, 1, True), (512, 4, 3, False), (256, 8, 1, True), (256, 8, 2, True)],
+    # The one launch that fits 16384 (two stages would take 320 KB, past the 227 KB of an SM):
+    # it needs all 128 registers a thread of 512 may have, and spills with some NVRTCs
+    16384: [(512, 8, 1, False)],
+}
+END = "// --8<-- [end:backward_tile]"
+
+
+def with_candidates(src: str) -> str:
+    """rmsnorm.cu with an instantiation for every candidate it does not already have."""
+    if src.count(END) != 1:
+        raise SystemExit(f"probe_rmsnorm_backward_tile: rmsnorm.cu changed; update:\n{END}")
+    extra = []
+    for launches in CANDIDATES.values():
+        for t, v, s, wreg in launches:
+            line = f"RMSNORM_BWD_TILE({t}, {v}, {s}, {int(wreg)})"
+            if line not in src:
+                extra.append(line)
+    return src.replace(END, "\n".join([*extra, END]))
+
+
+def probe(m: int, n: int, rounds: int, gbps: float) -> None:
+    x, w, dy = rn.make_inputs(m, n, torch.float32, "cuda", 1, with_grad_out=True)
+    rstd = torch.rsqrt(x.float().pow(2).mean(-1) + rn.EPS)
+    ref_dx = torch.empty_like(x)
+    ref_dw = tk.launch_backward(dy, x, w, rstd, ref_dx)
+    dx = torch.empty_like(x)
+    cands = {"triton:2": lambda: tk.launch_backward(dy, x, w, rstd, dx)}
+    for launch in CANDIDATES[n]:
+        plan = rn.TileBwdPlan(*launch)
+        name = plan.kernel.removeprefix("rmsnorm_bwd_tile_").removesuffix("_f32_wf32")
+        if launch == rn.TILE_BWD.get(n):
+            name += " (shipped)"
+        got_dx, got_dw = rn._backward_tile(dy, x, w, rstd, plan, torch.empty_like(x), True)
+        err = float((got_dx - ref_dx).abs().max())
+        derr = float((got_dw - ref_dw).abs().max() / ref_dw.abs().max())
+        verdict = "ok" if err < 1e-4 and derr < 1e-5 else "WRONG"
+        print(f"  {n} {name}: dx {err:.3g}, dw rel {derr:.3g} {verdict}")
+        if verdict == "ok":
+            cands[name] = lambda p=plan: rn._backward_tile(dy, x, w, rstd, p, dx, True)
+    try:
+        quack = rn.make_runner("quack", [m, n], torch.float32, "bwd", seed=1)
+        quack()
+        cands["quack"] = quack
+    except Exception as exc:  # a probe: say why and go on
+        print(f"  quack: {type(exc).__name__}: {exc}")
+    best = {name: float("inf") for name in cands}
+    for _ in range(rounds):
+        for name, fn in cands.items():
+            best[name] = min(best[name], time_gpu(fn, graph=False).median_us)
+    ideal = rn.bwd_bytes(m, n, torch.float32, torch.float32) / (gbps * 1e3)
+    print(f"{m} x {n} float32: the model at the ceiling {ideal:.0f} us")
+    for name, us in sorted(best.items(), key=lambda kv: kv[1]):
+        print(f"  {name:24s} {us:9.1f} us  {ideal / us:.3f} of the ceiling", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per shape")
+    parser.add_argument("--m", type=int, default=16384, help="rows")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("probe_rmsnorm_backward_tile: needs a CUDA GPU")
+    gbps = copy_GBps()
+    print(f"copy ceiling {gbps:.0f} GB/s", flush=True)
+    real = rn.CU_FILE
+    with tempfile.TemporaryDirectory() as tmp:
+        rn.CU_FILE = Path(tmp) / "rmsnorm_tile_candidates.cu"  # headers come from CUDA_DIR
+        rn.CU_FILE.write_text(with_candidates(real.read_text()))
+        try:
+            for n in CANDIDATES:
+                probe(args.m, n, args.rounds, gbps)
+                torch.cuda.empty_cache()
+        finally:
+            rn.CU_FILE = real
+
+
+if __name__ == "__main__":
+    main()
