@@ -1,15 +1,15 @@
-"""Which launch of the fixed-length fp32 RMSNorm backward is fastest: threads, stages, weights.
+"""Which launch of the fixed-length fp32 RMSNorm backward is fastest: threads, weights, cluster.
 
     python labs/probe_rmsnorm_backward_tile.py            # 16384 rows, 3 interleaved rounds
-    python labs/probe_rmsnorm_backward_tile.py --rounds 5
+    python labs/probe_rmsnorm_backward_tile.py --rounds 5 --n 16384 131072
 
-rmsnorm_bwd_tile_* (rmsnorm.cu; `cuda:3`'s backward for fp32 rows of 4096 and 8192 elements,
-plan_bwd_tile) is a template over the block size, the vectors per thread, the rows of
-copies in flight (stages) and where the weights live (registers, or shared memory). rmsnorm.cu
-instantiates only the launches TILE_BWD ships (4096 and 8192); this probe compiles a copy with
+rmsnorm_bwd_tile_* (rmsnorm.cu; `cuda:3`'s backward for fp32 rows of 4096 to 131072 elements,
+plan_bwd_tile) are templates over the block size, the vectors per thread, where the weights
+live (registers, or shared memory) and, past one block, the blocks of the cluster that shares a
+row. rmsnorm.cu instantiates only the launches TILE_BWD ships; this probe compiles a copy with
 every launch of CANDIDATES added, checks each against Triton's dx and dw, and times them with
 Triton's backward and QuACK's (where it is installed) in interleaved rounds. The fused-rmsnorm
-page (section 7) says what an H200 showed. It prints, it writes nothing: the course's numbers
+page (section 4) says what an H200 showed. It prints, it writes nothing: the course's numbers
 come from ``nox -s labs``.
 """
 
@@ -26,27 +26,37 @@ import minikernel.kernels.rmsnorm.triton_kernels as tk
 from minikernel.bench.ceilings import copy_GBps
 from minikernel.bench.timing import time_gpu
 
-CANDIDATES = {  # n -> (threads, vectors per thread, stages, weights in registers)
-    4096: [(256, 4, 1, True), (256, 4, 2, True), (256, 4, 3, True), (128, 8, 2, True)],
-    8192: [(512, 4, 1, True), (512, 4, 3, False), (256, 8, 1, True), (256, 8, 2, True)],
-    # The one launch that fits 16384 (two stages would take 320 KB, past the 227 KB of an SM):
-    # it needs all 128 registers a thread of 512 may have, and spills with some NVRTCs
-    16384: [(512, 8, 1, False)],
+CANDIDATES = {  # n -> (threads, vectors per thread, weights in registers[, blocks per row])
+    4096: [(256, 4, True), (256, 4, False), (128, 8, True)],
+    8192: [(512, 4, True), (512, 4, False), (256, 8, True)],
+    # 512 x 8 needs all 128 registers a thread of 512 may have: the weights in shared memory.
+    # Against it, the cluster kernel with two blocks (two rows in flight).
+    16384: [(512, 8, False), (256, 8, True, 2)],
+    # Past one block: clusters of blocks of 8192 elements (256 x 8) or 4096 (256 x 4).
+    32768: [(256, 8, True, 4), (256, 4, True, 8)],
+    65536: [(256, 8, True, 8), (256, 4, True, 16)],
+    131072: [(256, 8, True, 16)],
 }
 END = "// --8<-- [end:backward_tile]"
+END_C = "#endif  // __CUDA_ARCH__ >= 900\n// --8<-- [end:backward_tile_cluster]"
 
 
 def with_candidates(src: str) -> str:
     """rmsnorm.cu with an instantiation for every candidate it does not already have."""
-    if src.count(END) != 1:
-        raise SystemExit(f"probe_rmsnorm_backward_tile: rmsnorm.cu changed; update:\n{END}")
-    extra = []
+    for end in (END, END_C):
+        if src.count(end) != 1:
+            raise SystemExit(f"probe_rmsnorm_backward_tile: rmsnorm.cu changed; update:\n{end}")
+    extra, extra_c = [], []
     for launches in CANDIDATES.values():
-        for t, v, s, wreg in launches:
-            line = f"RMSNORM_BWD_TILE({t}, {v}, {s}, {int(wreg)})"
-            if line not in src:
-                extra.append(line)
-    return src.replace(END, "\n".join([*extra, END]))
+        for t, v, wreg, *cluster in launches:
+            if cluster:
+                line, into = f"RMSNORM_BWD_TILE_C({t}, {v}, {cluster[0]})", extra_c
+            else:
+                line, into = f"RMSNORM_BWD_TILE({t}, {v}, {int(wreg)})", extra
+            if line not in src and line not in into:
+                into.append(line)
+    src = src.replace(END, "\n".join([*extra, END]))
+    return src.replace(END_C, "\n".join([*extra_c, END_C]))
 
 
 def probe(m: int, n: int, rounds: int, gbps: float) -> None:
@@ -56,10 +66,11 @@ def probe(m: int, n: int, rounds: int, gbps: float) -> None:
     ref_dw = tk.launch_backward(dy, x, w, rstd, ref_dx)
     dx = torch.empty_like(x)
     cands = {"triton:2": lambda: tk.launch_backward(dy, x, w, rstd, dx)}
+    shipped = rn.plan_bwd_tile(n, torch.float32, torch.float32, torch.cuda.get_device_capability())
     for launch in CANDIDATES[n]:
         plan = rn.TileBwdPlan(*launch)
         name = plan.kernel.removeprefix("rmsnorm_bwd_tile_").removesuffix("_f32_wf32")
-        if launch == rn.TILE_BWD.get(n):
+        if plan == shipped:
             name += " (shipped)"
         got_dx, got_dw = rn._backward_tile(dy, x, w, rstd, plan, torch.empty_like(x), True)
         err = float((got_dx - ref_dx).abs().max())
@@ -88,6 +99,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per shape")
     parser.add_argument("--m", type=int, default=16384, help="rows")
+    parser.add_argument("--n", type=int, nargs="*", choices=sorted(CANDIDATES), help="row lengths")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("probe_rmsnorm_backward_tile: needs a CUDA GPU")
@@ -98,7 +110,7 @@ def main() -> None:
         rn.CU_FILE = Path(tmp) / "rmsnorm_tile_candidates.cu"  # headers come from CUDA_DIR
         rn.CU_FILE.write_text(with_candidates(real.read_text()))
         try:
-            for n in CANDIDATES:
+            for n in args.n or CANDIDATES:
                 probe(args.m, n, args.rounds, gbps)
                 torch.cuda.empty_cache()
         finally:

@@ -46,17 +46,21 @@ def register_budgets(path: Path) -> tuple[int, dict[str, int]]:
 
 
 def register_budget(path: Path, kernel: str = "") -> int:
+    """The budget of the longest prefix that starts ``kernel``'s name, else the file's."""
     default, by_prefix = register_budgets(path)
-    return next((b for p, b in by_prefix.items() if kernel.startswith(p)), default)
+    prefixes = [p for p in by_prefix if kernel.startswith(p)]
+    return by_prefix[max(prefixes, key=len)] if prefixes else default
 
 
 def test_register_budget_comments(tmp_path: Path) -> None:
     cu = tmp_path / "op.cu"
     cu.write_text(
         "// minikernel: max-registers 96 (why)\n// minikernel: max-registers 192 op_bwd_ (why)\n"
+        "// minikernel: max-registers 255 op_bwd_tile_ (why)\n"
     )
     assert register_budget(cu, "op_kernel1") == 96
     assert register_budget(cu, "op_bwd_kernel_t512") == 192
+    assert register_budget(cu, "op_bwd_tile_c4") == 255  # the longest prefix, wherever it is
     cu.write_text("// nothing said\n")
     assert register_budget(cu, "op_bwd_kernel") == MAX_REGISTERS_DEFAULT
 

@@ -556,18 +556,21 @@ def test_cuda_backward_tile_plan_and_kernels() -> None:
     """plan_bwd_tile takes only fp32 rows of the lengths rmsnorm.cu instantiates, with an fp32
     weight or none, on sm_90+; every launch it plans exists, covers its row exactly and fits
     the shared memory of an H200 SM."""
-    from minikernel.kernels.rmsnorm import CU_FILE, TILE_BWD, plan_bwd_tile
+    from minikernel.kernels.rmsnorm import CU_FILE, TILE_BWD, TileBwdPlan, plan_bwd_tile
 
     f32 = torch.float32
     assert plan_bwd_tile(8192, torch.bfloat16, torch.bfloat16, (9, 0)) is None  # fp32 only
     assert plan_bwd_tile(8192, f32, torch.bfloat16, (9, 0)) is None  # and an fp32 weight
     assert plan_bwd_tile(8192, f32, f32, (8, 0)) is None  # measured on sm_90 only
-    assert plan_bwd_tile(16384, f32, f32, (9, 0)) is None  # 512 x 8 spills (TILE_BWD)
     assert plan_bwd_tile(8196, f32, f32, (9, 0)) is None  # not a length it is compiled for
     assert plan_bwd_tile(8192, f32, None, (9, 0)).smem == 2 * 32768  # a row of x, one of dy
+    assert plan_bwd_tile(16384, f32, f32, (9, 0)).smem == 3 * 65536  # and of the weights
+    assert plan_bwd_tile(65536, f32, f32, (9, 0)).smem == 2 * 32768  # an eighth of each row
+    with pytest.raises(ValueError, match="weights in registers"):
+        TileBwdPlan(256, 8, False, 4)  # the cluster kernel has no shared-memory weights
     names = compiled(CU_FILE, "sm_90").kernel_names
     planned = set()
-    for n in range(1024, 65537, 1024):
+    for n in range(1024, 131073, 1024):
         for w_dtype in (f32, None):
             plan = plan_bwd_tile(n, f32, w_dtype, (9, 0))
             if plan is not None:
@@ -575,7 +578,8 @@ def test_cuda_backward_tile_plan_and_kernels() -> None:
                 assert plan.n == n, (n, plan)  # no bounds checks: the row is the tile
                 assert plan.smem <= 227 * 1024, (n, plan)
                 assert plan.kernel in names, (n, plan)
-    assert planned == set(TILE_BWD) == {4096, 8192}
+                assert plan.cluster in (1, 2, 4, 8, 16), (n, plan)
+    assert planned == set(TILE_BWD) == {4096, 8192, 16384, 32768, 65536, 131072}
     tiles = {name for name in names if name.startswith("rmsnorm_bwd_tile_")}
     assert tiles == {plan_bwd_tile(n, f32, f32, (9, 0)).kernel for n in TILE_BWD}  # none unused
 
@@ -596,7 +600,11 @@ def test_backward_cuda_plan_picks_one_kernel_per_row_length() -> None:
     assert backward_cuda_plan(8192, f32, bf16, h100) is None  # the tile is fp32 weights only
     assert backward_cuda_plan(2048, f32, f32, h100) is None  # past the warp-per-row kernel
     assert isinstance(backward_cuda_plan(1024, bf16, bf16, h100), RowsBwdPlan)
-    assert isinstance(backward_cuda_plan(65536, f32, f32, h100), BwdPlan)
+    assert isinstance(backward_cuda_plan(65536, f32, f32, h100), TileBwdPlan)
+    assert backward_cuda_plan(131072, f32, None, h100).cluster == 16
+    assert isinstance(backward_cuda_plan(65536, bf16, bf16, h100), BwdPlan)
+    assert isinstance(backward_cuda_plan(65536, f32, bf16, h100), BwdPlan)  # a bf16 weight
+    assert isinstance(backward_cuda_plan(65532, f32, f32, h100), BwdPlan)  # not a tile length
     assert backward_cuda_plan(65537, bf16, bf16, h100) is None  # not whole 16-byte vectors
     assert backward_cuda_plan(65536, bf16, bf16, (8, 0)) is None  # no clusters
     # knobs (tuning experiments) skip the other two kernels: plan_bwd leaves 8192 to Triton
@@ -606,9 +614,11 @@ def test_backward_cuda_plan_picks_one_kernel_per_row_length() -> None:
 
 
 CUDA_BWD_SHAPES = [
-    (5, 32768),  # two blocks per row (bf16), fewer rows than clusters
+    (5, 32768),  # two blocks per row (bf16), fewer rows than clusters (fp32: the tile kernel)
     (33, 40008),  # a row that does not split evenly: the last block owns fewer vectors
-    (300, 131072),  # eight blocks per row, several rows per cluster; fp32: 8 vectors a thread
+    # Eight blocks per row, several rows per cluster, the last block a vector short; fp32: 8
+    # vectors a thread (131072 itself runs the fixed-length kernel in fp32: TILE_SHAPES).
+    (300, 131064),
     # The warp-per-row kernel (plan_bwd_rows):
     (3, 1024),  # fewer rows than a block has warps
     (7001, 1024),  # several rows per warp, not evenly (fp32: 8 vectors a lane, 16-bit: 4)
@@ -649,6 +659,13 @@ TILE_SHAPES = [
     (1000, 4096),  # more rows than blocks, not a multiple of them: blocks take 2 or 3 rows
     (1, 8192),
     (263, 8192),
+    (1, 16384),  # 512 threads x 8 vectors, the weights in shared memory
+    (263, 16384),
+    # The cluster kernel, two rows in flight: a cluster's rows come in pairs, then maybe one.
+    (1, 32768),  # one row: taken, then given with nothing taken after it
+    (150, 32768),  # clusters of 4 with 4 or 5 rows each (both parities)
+    (41, 65536),  # clusters of 8, one or two rows each
+    (37, 131072),  # clusters of 16, a "non-portable" size the launch opts in to
 ]
 
 
@@ -744,7 +761,8 @@ def test_cuda_backward_as_the_first_cuda_call_of_autograds_thread() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n", [65536, 8192, 1024])  # cluster; fixed-length; warp-per-row
+# fp32: the cluster kernel; the fixed-length kernel over a cluster, then in one block; warp-per-row
+@pytest.mark.parametrize("n", [131064, 65536, 8192, 1024])
 def test_cuda_backward_is_deterministic_and_writes_only_dx(n: int) -> None:
     from minikernel.cuda import clusters_available
     from minikernel.kernels.rmsnorm import _backward_cuda

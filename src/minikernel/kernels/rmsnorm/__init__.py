@@ -433,50 +433,97 @@ def plan_bwd_rows(n: int, dtype: torch.dtype) -> RowsBwdPlan | None:
     return RowsBwdPlan(k, ROWS_BWD_THREADS[(k, min(size, 4))], nvec, size)
 
 
-TILE_BWD = {4096: (256, 4, 1, True), 8192: (512, 4, 1, True)}
-"""Row length (fp32 elements) -> (threads, 16-byte vectors per thread, stages, weights in
-registers) of rmsnorm_bwd_tile_*: the launches an H200 side probe found fastest
-(labs/probe_rmsnorm_backward_tile.py; the fused-rmsnorm page, section 7, says what it tried).
-Not 16384: its one launch that fits (512 x 8, the weights in shared memory) needs all 128
-registers a thread of 512 may have, and spills with some NVRTC versions and targets."""
+TILE_BWD = {
+    4096: (256, 4, True, 1),
+    8192: (512, 4, True, 1),
+    16384: (512, 8, False, 1),
+    32768: (256, 8, True, 4),
+    65536: (256, 8, True, 8),
+    131072: (256, 8, True, 16),
+}
+"""Row length (fp32 elements) -> (threads, 16-byte vectors per thread, weights in registers,
+blocks per row) of the fixed-length fp32 backward: the launches an H200 side probe found
+fastest (labs/probe_rmsnorm_backward_tile.py; the fused-rmsnorm page, section 4, says what it
+tried). One block per row up to 16384 (rmsnorm_bwd_tile; at 16384 the weights in shared memory,
+since 512 threads x 8 vectors need all 128 registers a thread of 512 may have), a cluster of
+blocks of 8192 elements each past it, with two rows in flight (rmsnorm_bwd_tile_cluster)."""
 
 
 @dataclass(frozen=True)
 class TileBwdPlan:
     threads: int
-    vpt: int  # 16-byte vectors per thread and tensor: a row is threads * vpt vectors
-    stages: int  # rows of copies in flight in shared memory
-    wreg: bool  # the weights in registers, or in shared memory after the rows
+    vpt: int  # 16-byte vectors per thread and tensor: a block holds threads * vpt of each row
+    wreg: bool  # the weights in registers, or in shared memory after the row buffers
+    cluster: int = 1  # blocks per row: more than one runs rmsnorm_bwd_tile_cluster
+
+    def __post_init__(self) -> None:
+        if self.cluster > 1 and not self.wreg:
+            raise ValueError("TileBwdPlan: the cluster kernel keeps its weights in registers")
 
     @property
     def n(self) -> int:
-        return self.threads * self.vpt * 4
+        return self.cluster * self.threads * self.vpt * 4
 
     @property
     def smem(self) -> int:
-        """Dynamic shared memory of one block: ``stages`` rows of x and of dy, and the weights
-        where they are not in registers."""
-        return (2 * self.stages + (0 if self.wreg else 1)) * self.threads * self.vpt * 16
+        """Dynamic shared memory of one block: its part of a row of x and of dy, and of the
+        weights where they are not in registers."""
+        return (2 if self.wreg else 3) * self.threads * self.vpt * 16
 
     @property
     def kernel(self) -> str:
-        return (
-            f"rmsnorm_bwd_tile_t{self.threads}_v{self.vpt}_s{self.stages}_w{int(self.wreg)}"
-            "_f32_wf32"
-        )
+        shape = f"c{self.cluster}" if self.cluster > 1 else f"w{int(self.wreg)}"
+        return f"rmsnorm_bwd_tile_t{self.threads}_v{self.vpt}_{shape}_f32_wf32"
 
 
 def plan_bwd_tile(
     n: int, dtype: torch.dtype, w_dtype: torch.dtype | None, cc: tuple[int, int]
 ) -> TileBwdPlan | None:
     """The fixed-length fp32 backward (rmsnorm_bwd_tile_*) for rows of ``n`` elements, or None:
-    fp32 x with an fp32 weight or none, rows of exactly 4096 or 8192 elements (TILE_BWD), sm_90+
-    (the GPUs it was measured on). Other rows keep Triton's backward (or the warp-per-row and
-    cluster kernels, which do not overlap these lengths)."""
+    fp32 x with an fp32 weight or none, rows of exactly one of TILE_BWD's lengths (4096 to
+    131072, the powers of two), sm_90+ (clusters; the GPUs it was measured on). Other rows keep
+    the other backwards (Triton's, the warp-per-row and cluster kernels)."""
     if cc < (9, 0) or dtype != torch.float32 or w_dtype not in (None, torch.float32):
         return None
     launch = TILE_BWD.get(n)
     return None if launch is None else TileBwdPlan(*launch)
+
+
+def _launch_bwd(
+    kernel,
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    w: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dx: torch.Tensor,
+    extra: tuple,
+    *,
+    groups: int,
+    threads: int,
+    cluster: int = 1,
+    smem: int = 0,
+    need_dw: bool = True,
+    folded: torch.Tensor | None = None,
+) -> torch.Tensor | None:
+    """Launch one of the persistent CUDA backwards over ``groups`` blocks (or clusters of
+    ``cluster``), the arguments every one takes first, then ``extra``. Each block (cluster)
+    writes its dw sums as a row of a (groups, n) fp32 partial; the return is their sum in a
+    fixed order (reduce_dw), or None without a weight or where dw is not needed. ``folded``: the
+    dw a cooperative launch sums itself (the warp-per-row kernel's grid-wide fold), returned."""
+    from .triton_kernels import reduce_dw
+
+    has_dw = w is not None and need_dw
+    part = (
+        torch.empty((groups, x.shape[1]), dtype=torch.float32, device=x.device) if has_dw else None
+    )
+    null = ctypes.c_void_p(0)
+    args = (dy, x, w if w is not None else null, rstd, dx, part if has_dw else null)
+    kernel(
+        groups * cluster, threads, (*args, *extra), shared_mem=smem, cooperative=folded is not None
+    )
+    if folded is not None or not has_dw:
+        return folded
+    return reduce_dw(part, w.dtype)
 
 
 def _backward_rows(
@@ -492,8 +539,6 @@ def _backward_rows(
     """Launch the warp-per-row backward (aligned, whole-vector rows: the caller checked)."""
     from minikernel.cuda import get_kernel
 
-    from .triton_kernels import reduce_dw
-
     m, n = x.shape
     wf32 = "_wf32" if w is not None and w.dtype == torch.float32 else ""
     kernel = get_kernel(CU_FILE, f"{plan.kernel}_{_SUFFIX[x.dtype]}{wf32}")
@@ -501,19 +546,28 @@ def _backward_rows(
     smem = plan.smem if has_dw else 0
     warps = plan.threads // 32
     blocks = max(1, min(-(-m // warps), kernel.max_active_clusters(plan.threads, smem, 1)))
-    part = torch.empty((blocks, n), dtype=torch.float32, device=x.device) if has_dw else None
     # Fold the column sums of the blocks' partial rows into this kernel (a grid-wide barrier,
     # then each block sums a slice of columns) where each block's slice fits its threads.
     fold = has_dw and fold_dw and -(-n // blocks) <= plan.threads
     dw = torch.empty(n, dtype=w.dtype, device=x.device) if fold else None
     null = ctypes.c_void_p(0)
-    args = (dy, x, w if w is not None else null, rstd, dx, part if has_dw else null)
-    args += (dw, _barrier_word(x.device)) if fold else (null, null)
-    extra = (ctypes.c_int64(m), ctypes.c_int32(plan.nvec))
-    kernel(blocks, plan.threads, (*args, *extra), shared_mem=smem, cooperative=fold)
-    if fold or not has_dw:
-        return dx, dw
-    return dx, reduce_dw(part, w.dtype)
+    extra = (dw, _barrier_word(x.device)) if fold else (null, null)
+    extra += (ctypes.c_int64(m), ctypes.c_int32(plan.nvec))
+    dw = _launch_bwd(
+        kernel,
+        dy,
+        x,
+        w,
+        rstd,
+        dx,
+        extra,
+        groups=blocks,
+        threads=plan.threads,
+        smem=smem,
+        need_dw=need_dw,
+        folded=dw,
+    )
+    return dx, dw
 
 
 def _backward_tile(
@@ -525,22 +579,30 @@ def _backward_tile(
     dx: torch.Tensor,
     need_dw: bool,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Launch the fixed-length fp32 backward: one block per SM slot, each taking every
-    grid-th row, then its partial dw rows summed (contiguous, 16-byte aligned fp32 tensors
-    with rows of plan.n elements and fewer than 2^31 rows: the caller checked)."""
+    """Launch the fixed-length fp32 backward: one block (or cluster) per SM slot, each taking
+    every grid-th row, then its partial dw rows summed (contiguous, 16-byte aligned fp32
+    tensors with rows of plan.n elements and fewer than 2^31 rows: the caller checked)."""
     from minikernel.cuda import get_kernel
 
-    from .triton_kernels import reduce_dw
-
-    m, n = x.shape
+    m = x.shape[0]
     kernel = get_kernel(CU_FILE, plan.kernel)
-    blocks = max(1, min(m, kernel.max_active_clusters(plan.threads, plan.smem, 1)))
-    has_dw = w is not None and need_dw
-    part = torch.empty((blocks, n), dtype=torch.float32, device=x.device) if has_dw else None
-    null = ctypes.c_void_p(0)
-    args = (dy, x, w if w is not None else null, rstd, dx, part if has_dw else null)
-    kernel(blocks, plan.threads, (*args, ctypes.c_int64(m)), shared_mem=plan.smem)
-    return dx, (reduce_dw(part, w.dtype) if has_dw else None)
+    kernel.allow_cluster_size(plan.cluster)  # nothing to do up to 8
+    groups = max(1, min(m, kernel.max_active_clusters(plan.threads, plan.smem, plan.cluster)))
+    dw = _launch_bwd(
+        kernel,
+        dy,
+        x,
+        w,
+        rstd,
+        dx,
+        (ctypes.c_int64(m),),
+        groups=groups,
+        threads=plan.threads,
+        cluster=plan.cluster,
+        smem=plan.smem,
+        need_dw=need_dw,
+    )
+    return dx, dw
 
 
 _BARRIER_WORDS: dict[tuple[int, int], torch.Tensor] = {}
@@ -603,8 +665,6 @@ def _backward_cuda(
     experiments) go to plan_bwd and skip the other two kernels."""
     from minikernel.cuda import get_kernel
 
-    from .triton_kernels import reduce_dw
-
     m, n = x.shape
     tensors = [t for t in (dy, x, w, dx) if t is not None]
     if any(t.data_ptr() % 16 for t in tensors):
@@ -628,13 +688,22 @@ def _backward_cuda(
     smem = sp.smem(w.element_size() if w is not None else 0)
     groups = max(1, min(m, kernel.max_active_clusters(sp.threads, smem, sp.cluster)))
     dx = torch.empty_like(x) if dx is None else dx
-    has_dw = w is not None and need_dw
-    part = torch.empty((groups, n), dtype=torch.float32, device=x.device) if has_dw else None
-    null = ctypes.c_void_p(0)
-    args = (dy, x, w if w is not None else null, rstd, dx, part if has_dw else null)
     extra = (ctypes.c_int64(m), ctypes.c_int64(n), ctypes.c_int32(sp.per_block))
-    kernel(groups * sp.cluster, sp.threads, (*args, *extra), shared_mem=smem)
-    return dx, (reduce_dw(part, w.dtype) if has_dw else None)
+    dw = _launch_bwd(
+        kernel,
+        dy,
+        x,
+        w,
+        rstd,
+        dx,
+        extra,
+        groups=groups,
+        threads=sp.threads,
+        cluster=sp.cluster,
+        smem=smem,
+        need_dw=need_dw,
+    )
+    return dx, dw
 
 
 def _backward(

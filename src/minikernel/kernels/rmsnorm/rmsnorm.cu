@@ -17,6 +17,8 @@
 // pointer may be null (no elementwise affine); rstd may be null (not needed without autograd).
 // minikernel: max-registers 192 rmsnorm_bwd_ (one or two blocks per SM by design: each thread
 // keeps its slices of x and dy and its share of the dw sums in registers, up to 8 vectors each)
+// minikernel: max-registers 255 rmsnorm_bwd_tile_t256_v8_ (one block per SM by design: each
+// thread of the cluster backward holds xhat and g of two rows, 8 vectors each, and its dw sums)
 #include "cluster.cuh"
 #include "common.cuh"
 
@@ -749,6 +751,12 @@ RMSNORM_BWD_ROWS(f16, mk_half, 640, 384)
 RMSNORM_BWD_ROWS(bf16, mk_bf16, 640, 384)
 // --8<-- [end:backward_rows]
 
+// --8<-- [start:backward_tile_parts]
+// The fixed-length fp32 backwards (rmsnorm_bwd_tile, rmsnorm_bwd_tile_cluster) share these
+// parts. A block owns THREADS x VPT 16-byte vectors of each row it visits (all of it, or its
+// cluster rank's slice); thread t owns vectors t, t + THREADS, ... of them, so a warp's loads
+// and stores are contiguous, and it keeps them at the same places of its shared-memory buffers.
+
 // Pipelined copies: commit closes this thread's copies issued since the last commit into one
 // group; wait_groups<N> returns once all but the newest N of its groups have landed.
 __device__ __forceinline__ void cp_async_commit() {
@@ -759,8 +767,84 @@ template <int N> __device__ __forceinline__ void cp_async_wait_groups() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
+// One 16-byte copy from global to shared memory that bypasses L1 (.cg), with the L2::128B hint:
+// L2 fetches the whole 128-byte line, which this warp's neighbouring copies use.
+__device__ __forceinline__ void cp_async16_l2(float4* dst, const float* src) {
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
+}
+
+// This thread's vectors of a row of x and of dy (from xr and dr, the row plus the thread's
+// first column) into its slots of xs and ds, closed as one group of copies.
+template <int THREADS, int VPT>
+__device__ __forceinline__ void tile_copy(float4* xs, float4* ds, const float* xr, const float* dr) {
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        cp_async16_l2(xs + k * THREADS, xr + k * THREADS * 4);
+        cp_async16_l2(ds + k * THREADS, dr + k * THREADS * 4);
+    }
+}
+
+// A row's vectors from shared memory into xh = x * r and g = dy * w (weight(k): vector k of the
+// weights), dy * xh added to the dw sums; returns this thread's part of sum(g * xh).
+template <int THREADS, int VPT, typename Weight>
+__device__ __forceinline__ float tile_take(const float4* xs, const float4* ds, float r,
+                                           Weight&& weight, float (&xh)[VPT][4],
+                                           float (&g)[VPT][4], float (&acc)[VPT][4]) {
+    float dot = 0.0f;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        const float4 xv = xs[k * THREADS], dv = ds[k * THREADS], wv = weight(k);
+        const float xa[4] = {xv.x, xv.y, xv.z, xv.w}, da[4] = {dv.x, dv.y, dv.z, dv.w};
+        const float wa[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            xh[k][e] = xa[e] * r;
+            g[k][e] = da[e] * wa[e];
+            dot = fmaf(g[k][e], xh[k][e], dot);
+            acc[k][e] = fmaf(da[e], xh[k][e], acc[k][e]);
+        }
+    }
+    return dot;
+}
+
+// dx = (g - xh * c) * r into the row at dxr (streaming stores: nothing reads dx again here).
+template <int THREADS, int VPT>
+__device__ __forceinline__ void tile_give(float* dxr, float c, float r, const float (&xh)[VPT][4],
+                                          const float (&g)[VPT][4]) {
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        float o[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[e] = (g[k][e] - xh[k][e] * c) * r;
+        __stcs(reinterpret_cast<float4*>(dxr + k * THREADS * 4), make_float4(o[0], o[1], o[2], o[3]));
+    }
+}
+
+// This thread's vectors of the weights (all 1 without a weight), and its dw sums zeroed.
+template <int THREADS, int VPT>
+__device__ __forceinline__ void tile_open(const float* w, float4 (&wv)[VPT], float (&acc)[VPT][4]) {
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        wv[k] = w ? __ldg(reinterpret_cast<const float4*>(w) + k * THREADS)
+                  : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[k][e] = 0.0f;
+    }
+}
+
+// The block's dw sums as its row of dw_part (reduce_dw adds the rows in a fixed order).
+template <int THREADS, int VPT>
+__device__ __forceinline__ void tile_close(float* out, const float (&acc)[VPT][4]) {
+#pragma unroll
+    for (int k = 0; k < VPT; ++k)
+        *reinterpret_cast<float4*>(out + k * THREADS * 4) =
+            make_float4(acc[k][0], acc[k][1], acc[k][2], acc[k][3]);
+}
+// --8<-- [end:backward_tile_parts]
+
 // --8<-- [start:backward_tile]
-// The fp32 backward for rows of exactly THREADS x VPT vectors (4096 and 8192 elements:
+// The fp32 backward for rows of exactly THREADS x VPT vectors (4096, 8192 and 16384 elements:
 // plan_bwd_tile), written to issue as few instructions per element as QuACK's, which the lab's
 // ncu at 8192 fp32 found at half of Triton's count and of rmsnorm_bwd's. What differs from
 // rmsnorm_bwd:
@@ -770,128 +854,232 @@ template <int N> __device__ __forceinline__ void cp_async_wait_groups() {
 //     element (xhat, g, the sum g * xhat, dw += dy * xhat, dx = (g - xhat * c) * r);
 //   - one block per row at a time, its sum reduced with one barrier (the warps' partials in a
 //     slot per row parity, so the next row's writes cannot meet this row's reads);
-//   - STAGES rows of copies in flight in shared memory, with the L2::128B prefetch hint. Each
-//     thread copies and reads only its own vectors, so with one stage the next row's copies
-//     start as soon as this row is in registers: the registers are the second stage.
+//   - the next row's copies issued as soon as this row is in registers: each thread copies and
+//     reads only its own vectors, so one buffer suffices and the registers are the second stage.
 // dx = r * (g - xhat * c), c = sum(g * xhat) / N (the same as dx = r g - x r^3 / N sum(g x)).
-template <int THREADS, int VPT, int STAGES, bool WREG>
+// WREG: the weights in registers, or (512 threads x 8 vectors, where registers run out) in
+// shared memory after the row buffers, each thread's own vectors.
+template <int THREADS, int VPT, bool WREG>
 __device__ __forceinline__ void rmsnorm_bwd_tile(const float* dy, const float* x, const float* w,
                                                  const float* rstd, float* dx, float* dw_part,
                                                  long long m) {
-    constexpr int V = 4;
     constexpr int NVEC = THREADS * VPT;  // vectors per row
-    constexpr int N = NVEC * V;
+    constexpr int N = NVEC * 4;
     constexpr int WARPS = THREADS / 32;
     extern __shared__ __align__(16) unsigned char tile_smem[];
-    float4* rows = reinterpret_cast<float4*>(tile_smem);  // [STAGES][2][NVEC]: x, then dy
+    float4* xs = reinterpret_cast<float4*>(tile_smem) + threadIdx.x;  // [3][NVEC]: x, dy, w
+    float4* ds = xs + NVEC;
+    float4* ws = ds + NVEC;
     __shared__ float partial[2][WARPS];
     const int tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5;
     const int rows_n = static_cast<int>(m);  // the host keeps m under 2^31 rows
     const int step = gridDim.x;
-    auto prefetch = [&](int row, int stage) {
+    auto prefetch = [&](int row) {
         if (row < rows_n) {
-            const float* xr = x + static_cast<long long>(row) * N + tid * V;
-            const float* dr = dy + static_cast<long long>(row) * N + tid * V;
-            float4* xs = rows + (2 * stage) * NVEC + tid;
-            float4* ds = xs + NVEC;
-#pragma unroll
-            for (int k = 0; k < VPT; ++k) {
-                const unsigned sx = static_cast<unsigned>(__cvta_generic_to_shared(xs + k * THREADS));
-                const unsigned sd = static_cast<unsigned>(__cvta_generic_to_shared(ds + k * THREADS));
-                asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(sx),
-                             "l"(xr + k * THREADS * V) : "memory");
-                asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(sd),
-                             "l"(dr + k * THREADS * V) : "memory");
-            }
+            const long long at = static_cast<long long>(row) * N + tid * 4;
+            tile_copy<THREADS, VPT>(xs, ds, x + at, dy + at);
         }
         cp_async_commit();
     };
-    // The weights: in registers (WREG), or, where those would not fit (512 threads x 8
-    // vectors), in shared memory after the row buffers, each thread's own vectors.
-    float wf[WREG ? VPT : 1][V], acc[VPT][V];
-    float4* ws = rows + 2 * STAGES * NVEC + tid;
+    float4 wf[WREG ? VPT : 1];
+    float acc[VPT][4];
+    {
+        float4 wv[VPT];
+        tile_open<THREADS, VPT>(w ? w + tid * 4 : nullptr, wv, acc);
 #pragma unroll
-    for (int k = 0; k < VPT; ++k) {
-        const float4 wv = w ? __ldg(reinterpret_cast<const float4*>(w) + tid + k * THREADS)
-                            : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-        if (WREG) {
-            wf[WREG ? k : 0][0] = wv.x, wf[WREG ? k : 0][1] = wv.y;
-            wf[WREG ? k : 0][2] = wv.z, wf[WREG ? k : 0][3] = wv.w;
-        } else {
-            ws[k * THREADS] = wv;
+        for (int k = 0; k < VPT; ++k) {
+            if (WREG) wf[WREG ? k : 0] = wv[k];
+            else ws[k * THREADS] = wv[k];
         }
-#pragma unroll
-        for (int e = 0; e < V; ++e) acc[k][e] = 0.0f;
     }
+    auto weight = [&](int k) { return WREG ? wf[WREG ? k : 0] : ws[k * THREADS]; };
     int row = blockIdx.x;
-#pragma unroll
-    for (int st = 0; st < STAGES; ++st) prefetch(row + st * step, st);
-    for (int visit = 0; row < rows_n; row += step, ++visit) {
+    prefetch(row);
+    for (unsigned parity = 0; row < rows_n; row += step, parity ^= 1) {
         // Loaded here, not a row ahead: its latency hides behind the wait for the copies, and
         // no register has to carry it through the row.
         const float r = __ldg(rstd + row);
-        const int stage = visit % STAGES;
-        cp_async_wait_groups<STAGES - 1>();
-        const float4* xs = rows + (2 * stage) * NVEC + tid;
-        const float4* ds = xs + NVEC;
-        float xh[VPT][V], g[VPT][V];
-        float dot = 0.0f;
-#pragma unroll
-        for (int k = 0; k < VPT; ++k) {
-            const float4 xv = xs[k * THREADS], dv = ds[k * THREADS];
-            const float xa[V] = {xv.x, xv.y, xv.z, xv.w}, da[V] = {dv.x, dv.y, dv.z, dv.w};
-            float wk[V];
-            if (WREG) {
-#pragma unroll
-                for (int e = 0; e < V; ++e) wk[e] = wf[WREG ? k : 0][e];
-            } else {
-                const float4 wv = ws[k * THREADS];
-                wk[0] = wv.x, wk[1] = wv.y, wk[2] = wv.z, wk[3] = wv.w;
-            }
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                xh[k][e] = xa[e] * r;
-                g[k][e] = da[e] * wk[e];
-                dot = fmaf(g[k][e], xh[k][e], dot);
-                acc[k][e] = fmaf(da[e], xh[k][e], acc[k][e]);
-            }
-        }
-        prefetch(row + STAGES * step, stage);  // this thread's vectors of the buffer are read
+        cp_async_wait_groups<0>();
+        float xh[VPT][4], g[VPT][4];
+        float dot = tile_take<THREADS, VPT>(xs, ds, r, weight, xh, g, acc);
+        prefetch(row + step);  // this thread's vectors of the buffers are in registers
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        if (lane == 0) partial[visit & 1][warp] = dot;
+        if (lane == 0) partial[parity][warp] = dot;
         __syncthreads();  // every warp's partial of this row is in its slot
         float total = 0.0f;
 #pragma unroll
-        for (int i = 0; i < WARPS; ++i) total += partial[visit & 1][i];  // same order everywhere
-        const float c = total / static_cast<float>(N);
-        float* dxr = dx + static_cast<long long>(row) * N + tid * V;
-#pragma unroll
-        for (int k = 0; k < VPT; ++k) {
-            float o[V];
-#pragma unroll
-            for (int e = 0; e < V; ++e) o[e] = (g[k][e] - xh[k][e] * c) * r;
-            __stcs(reinterpret_cast<float4*>(dxr + k * THREADS * V), make_float4(o[0], o[1], o[2], o[3]));
-        }
+        for (int i = 0; i < WARPS; ++i) total += partial[parity][i];  // same order everywhere
+        tile_give<THREADS, VPT>(dx + static_cast<long long>(row) * N + tid * 4,
+                                total / static_cast<float>(N), r, xh, g);
     }
-    if (dw_part) {
-        float* out = dw_part + static_cast<long long>(blockIdx.x) * N + tid * V;
-#pragma unroll
-        for (int k = 0; k < VPT; ++k)
-            *reinterpret_cast<float4*>(out + k * THREADS * V) =
-                make_float4(acc[k][0], acc[k][1], acc[k][2], acc[k][3]);
-    }
+    if (dw_part) tile_close<THREADS, VPT>(dw_part + static_cast<long long>(blockIdx.x) * N + tid * 4, acc);
 }
 
-// Dynamic shared memory: (2 * STAGES + (WREG ? 0 : 1)) * THREADS * VPT * 16 bytes.
-#define RMSNORM_BWD_TILE(THREADS, VPT, S, WREG)                                                \
+// Dynamic shared memory: (WREG ? 2 : 3) * THREADS * VPT * 16 bytes.
+#define RMSNORM_BWD_TILE(THREADS, VPT, WREG)                                                   \
     extern "C" __global__ void __launch_bounds__(THREADS)                                      \
-        rmsnorm_bwd_tile_t##THREADS##_v##VPT##_s##S##_w##WREG##_f32_wf32(                      \
+        rmsnorm_bwd_tile_t##THREADS##_v##VPT##_w##WREG##_f32_wf32(                             \
             const float* dy, const float* x, const float* w, const float* rstd, float* dx,     \
             float* dw_part, long long m) {                                                     \
-        rmsnorm_bwd_tile<THREADS, VPT, S, WREG>(dy, x, w, rstd, dx, dw_part, m);               \
+        rmsnorm_bwd_tile<THREADS, VPT, WREG>(dy, x, w, rstd, dx, dw_part, m);                  \
     }
-RMSNORM_BWD_TILE(256, 4, 1, 1)  // 4096 fp32: 32 KB of shared memory (a row of x and of dy)
-RMSNORM_BWD_TILE(512, 4, 1, 1)  // 8192 fp32: 64 KB
+RMSNORM_BWD_TILE(256, 4, 1)  // 4096 fp32: 32 KB of shared memory (a row of x and of dy)
+RMSNORM_BWD_TILE(512, 4, 1)  // 8192 fp32: 64 KB
+RMSNORM_BWD_TILE(512, 8, 0)  // 16384 fp32: 192 KB (the weights too: 128 registers per thread)
 // --8<-- [end:backward_tile]
+
+// --8<-- [start:backward_tile_cluster]
+// The same backward for rows longer than one block holds (32768 to 131072 fp32 elements),
+// split over a cluster: block `rank` owns columns [rank * NB, (rank + 1) * NB) of every row the
+// cluster visits, laid out as in rmsnorm_bwd_tile (one buffer, the weights in registers). The
+// row's sum is exchanged between the blocks as in rmsnorm_bwd: every warp pushes its partial
+// into a slot of every block of the cluster, and each block folds all the slots in one order.
+//
+// Two rows in flight. Waiting for the exchange at every row left the long rows at about 0.86
+// of the copy ceiling in a side probe on the H200, with no fewer instructions mattering; so the
+// kernel takes row i + 1 (its copies waited for, its sum pushed) before it waits for row i's
+// sum and gives row i's dx: one row's exchange hides behind the next row's loads and sums. The
+// registers hold xh and g of both rows, which is why one block of 256 threads per SM (255
+// registers each) and clusters of 4 to 16 of them.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+// Row sums in flight between the blocks of a cluster. RowExchange (cluster.cuh) has two sets of
+// slots, enough when a block waits for each visit before it pushes the next; with two visits
+// outstanding, visit k uses set k % 4 and waits for phase k / 4 of its mbarrier (parity
+// (k / 4) % 2). Four sets are enough: a block pushes visit k + 4 only after it has waited for
+// visit k + 2 (it gives row k + 2 before it takes row k + 4); that wait needs every warp of the
+// cluster to have pushed visit k + 2, which a warp does only after it has folded visit k, so
+// set k % 4 is free in every block, and its mbarrier's phase for visit k is complete.
+constexpr int PIPE_SETS = 4;
+template <int WARPS, int CLUSTER> struct PipeExchange {
+    unsigned long long full[PIPE_SETS];           // the mbarriers (8-byte aligned: first)
+    float slot[PIPE_SETS][1][WARPS * CLUSTER];  // set, value, warp * CLUSTER + rank
+};
+
+template <int WARPS, int CLUSTER>
+__device__ __forceinline__ void pipe_exchange_open(PipeExchange<WARPS, CLUSTER>& xch) {
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int b = 0; b < PIPE_SETS; ++b)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&xch.full[b]))
+                         : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    // Every block's mbarriers are set up before any block pushes into them.
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// Visit k: this warp's partial into its slot of every block (thread 0 arms this block's
+// mbarrier for the bytes of all the cluster's warps).
+template <int WARPS, int CLUSTER>
+__device__ __forceinline__ void pipe_push(PipeExchange<WARPS, CLUSTER>& xch, int k, float v) {
+    const int set = k % PIPE_SETS;
+    const unsigned bar = smem_u32(&xch.full[set]);
+    if (threadIdx.x == 0) {
+        constexpr unsigned bytes = WARPS * CLUSTER * sizeof(float);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                     : "memory");
+    }
+    const float vals[1] = {v};
+    push_to_cluster<1, WARPS * CLUSTER, CLUSTER>(xch.slot[set],
+                                                 (threadIdx.x >> 5) * CLUSTER + cluster_rank(),
+                                                 bar, vals);
+}
+
+// Visit k's total, the same bits in every thread of the cluster.
+template <int WARPS, int CLUSTER>
+__device__ __forceinline__ float pipe_wait(PipeExchange<WARPS, CLUSTER>& xch, int k) {
+    const int set = k % PIPE_SETS;
+    mbarrier_wait_parity(smem_u32(&xch.full[set]), (k / PIPE_SETS) & 1);
+    float total[1] = {0.0f};
+    fold_slots(xch.slot[set], total, [](float (&a)[1], const float (&b)[1]) { a[0] += b[0]; });
+    return total[0];
+}
+
+template <int THREADS, int VPT, int CLUSTER>
+__device__ __forceinline__ void rmsnorm_bwd_tile_cluster(const float* dy, const float* x,
+                                                         const float* w, const float* rstd,
+                                                         float* dx, float* dw_part, long long m) {
+    constexpr int NB = THREADS * VPT * 4;  // elements per block and row
+    constexpr int N = NB * CLUSTER;
+    extern __shared__ __align__(16) unsigned char tile_smem[];
+    __shared__ PipeExchange<THREADS / 32, CLUSTER> xch;
+    const int tid = threadIdx.x;
+    float4* xs = reinterpret_cast<float4*>(tile_smem) + tid;  // [2][THREADS * VPT]: x, dy
+    float4* ds = xs + THREADS * VPT;
+    const int rows_n = static_cast<int>(m);  // the host keeps m under 2^31 rows
+    const int step = gridDim.x / CLUSTER;
+    const int col = static_cast<int>(cluster_rank()) * NB + tid * 4;  // this thread's first
+    auto prefetch = [&](int row) {
+        if (row < rows_n) {
+            const long long at = static_cast<long long>(row) * N + col;
+            tile_copy<THREADS, VPT>(xs, ds, x + at, dy + at);
+        }
+        cp_async_commit();
+    };
+    float4 wf[VPT];
+    float acc[VPT][4];
+    tile_open<THREADS, VPT>(w ? w + col : nullptr, wf, acc);
+    auto weight = [&](int k) { return wf[k]; };
+    pipe_exchange_open(xch);
+    // Row `row`: its copies waited for, xh, g and the dw sums, the next copies started (the
+    // registers took the buffers), this warp's part of its sum pushed as visit k.
+    auto take = [&](int row, int k, float r, float (&xh)[VPT][4], float (&g)[VPT][4]) {
+        cp_async_wait_groups<0>();
+        float dot = tile_take<THREADS, VPT>(xs, ds, r, weight, xh, g, acc);
+        prefetch(row + step);
+        float v[1] = {dot};
+        warp_merge(v, [](float (&a)[1], const float (&b)[1]) { a[0] += b[0]; });
+        pipe_push(xch, k, v[0]);
+    };
+    auto give = [&](int row, int k, float r, const float (&xh)[VPT][4], const float (&g)[VPT][4]) {
+        const float c = pipe_wait(xch, k) / static_cast<float>(N);
+        tile_give<THREADS, VPT>(dx + static_cast<long long>(row) * N + col, c, r, xh, g);
+    };
+    // Two rows per trip, so which registers hold which row is known at compile time: a row's
+    // xh and g live in (xa, ga) or (xb, gb), taken one visit before they are given.
+    float xa[VPT][4], ga[VPT][4], xb[VPT][4], gb[VPT][4];
+    int row = blockIdx.x / CLUSTER;
+    float ra = 0.0f, rb = 0.0f;
+    prefetch(row);
+    if (row < rows_n) {
+        ra = __ldg(rstd + row);
+        take(row, 0, ra, xa, ga);
+    }
+    for (int k = 0; row < rows_n; k += 2) {
+        const int r1 = row + step;
+        if (r1 < rows_n) {
+            rb = __ldg(rstd + r1);
+            take(r1, k + 1, rb, xb, gb);
+        }
+        give(row, k, ra, xa, ga);
+        if (r1 >= rows_n) break;
+        const int r2 = r1 + step;
+        if (r2 < rows_n) {
+            ra = __ldg(rstd + r2);
+            take(r2, k + 2, ra, xa, ga);
+        }
+        give(r1, k + 1, rb, xb, gb);
+        row = r2;
+    }
+    // Every push into this block's slots has landed: it waited for every visit it took, and
+    // the cluster's blocks visit the same rows. So it may exit without a cluster barrier.
+    if (dw_part)
+        tile_close<THREADS, VPT>(dw_part + static_cast<long long>(blockIdx.x / CLUSTER) * N + col, acc);
+}
+
+// Dynamic shared memory: 2 * THREADS * VPT * 16 bytes (a block's slice of x and of dy).
+#define RMSNORM_BWD_TILE_C(THREADS, VPT, CLUSTER)                                              \
+    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)      \
+        rmsnorm_bwd_tile_t##THREADS##_v##VPT##_c##CLUSTER##_f32_wf32(                          \
+            const float* dy, const float* x, const float* w, const float* rstd, float* dx,     \
+            float* dw_part, long long m) {                                                     \
+        rmsnorm_bwd_tile_cluster<THREADS, VPT, CLUSTER>(dy, x, w, rstd, dx, dw_part, m);       \
+    }
+RMSNORM_BWD_TILE_C(256, 8, 4)   // 32768 fp32: 64 KB per block
+RMSNORM_BWD_TILE_C(256, 8, 8)   // 65536 fp32
+RMSNORM_BWD_TILE_C(256, 8, 16)  // 131072 fp32 (a "non-portable" cluster size: sm_90 runs it)
+#endif  // __CUDA_ARCH__ >= 900
+// --8<-- [end:backward_tile_cluster]
