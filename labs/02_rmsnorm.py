@@ -159,11 +159,11 @@ for dtype in (torch.bfloat16, torch.float32):
 # `cuda:1`) at three row lengths, to show what the tuning buys. Backward: dx and dweight from a
 # graph built once; `triton:2` (Triton's backward) at every length, and
 # `cuda:3` where its backward differs: a CUDA kernel with one warp per row for rows of up to 2048
-# 16-bit or 1024 fp32 elements, a fixed-length CUDA kernel for fp32 rows of exactly 4096 to
-# 131072 elements (the powers of two; over a cluster past 16384), and the persistent CUDA
-# cluster kernel for the other rows longer than 16384 (Triton's at the other lengths
-# between). QuACK's backward is what its autograd function runs: its kernel, then PyTorch's sum
-# of the per-SM dweight rows it writes. `torch.compile` is built anew for
+# 16-bit or 1024 fp32 elements, a fixed-length CUDA kernel for rows of exactly 4096 to 131072
+# fp32 elements or 32768 to 131072 16-bit ones (the powers of two; over a cluster past 16384),
+# and the persistent CUDA cluster kernel for the other rows longer than 16384 (Triton's at the
+# other lengths between). QuACK's backward is what its autograd function runs: its kernel,
+# then PyTorch's sum of the per-SM dweight rows it writes. `torch.compile` is built anew for
 # each shape it times (specialised to it, a fair baseline); that costs seconds per shape, so it
 # is timed at a few row lengths only. Liger's RMSNorm refuses rows of 65536 elements or more;
 # a peer that is not installed or refuses a case is reported and skipped. Each record keeps the
@@ -180,8 +180,9 @@ for dtype in (torch.bfloat16, torch.float32):
 # Backward: dx y dweight desde un grafo construido una vez; `triton:2` (el backward de Triton)
 # en todas las longitudes, y `cuda:3` donde su backward difiere: un kernel de CUDA con un warp
 # por fila para filas de hasta 2048 elementos de 16 bits o 1024 de fp32, un kernel de CUDA de
-# longitud fija para filas fp32 de exactamente 4096 a 131072 elementos (las potencias de dos;
-# repartido en un cluster a partir de 16384), y el kernel persistente de CUDA sobre clusters
+# longitud fija para filas de exactamente 4096 a 131072 elementos fp32 o de 32768 a 131072 de
+# 16 bits (las potencias de dos; repartido en un cluster a partir de 16384), y el kernel
+# persistente de CUDA sobre clusters
 # para las demás filas de más de 16384 (el de Triton en las demás longitudes intermedias). El
 # backward de QuACK es lo que ejecuta su función de autograd: su kernel y, después, la suma en
 # PyTorch de las filas de dweight parciales (una por SM) que ese kernel escribe.
@@ -285,7 +286,7 @@ def wanted(impl: str, pass_: str, dtype: torch.dtype, n: int) -> bool:
     key = (impl, pass_)
     if key == ("cuda:3", "bwd"):
         # cuda:3's backward only where it runs a CUDA kernel (the warp-per-row kernel for short
-        # rows, the fixed-length one for fp32 rows of 4096 to 131072, the cluster kernel past
+        # rows, the fixed-length one for its power-of-two rows, the cluster kernel past
         # 16384): elsewhere it runs Triton's, the kernel triton:2 already times
         cc = torch.cuda.get_device_capability()
         return rn.backward_cuda_plan(n, dtype, dtype, cc) is not None
@@ -346,23 +347,26 @@ if all(profiles.values()):
 #
 # The CUDA backwards read x and dy once and write dx once at every row length, yet the cluster
 # kernel's fraction of the ceiling falls as the rows grow. Nsight Compute on one backward call
-# (dx and dweight) at the longest rows, 131072 elements, split over a cluster: `cuda:3` in bf16
-# (32768 rows), where the cluster kernel waits for each row's sum before it starts the next, and
-# in fp32 (16384 rows), where the fixed-length kernel keeps two rows in flight; QuACK's fp32
-# backward at the same shape. The DRAM bytes say whether a kernel moves more than the byte
-# model; the stall reasons say what its warps wait on instead.
+# (dx and dweight) of `cuda:3` at the longest rows, split over a cluster: in bf16, 32768 rows of
+# 131064 elements, a length the fixed-length kernel is not built for, so the cluster kernel
+# runs, which waits for each row's sum before it starts the next; 32768 rows of 131072, where
+# the fixed-length kernel keeps two rows in flight; the same kernel in fp32 (16384 rows of
+# 131072), and QuACK's fp32 backward at that shape. The DRAM bytes say whether a kernel moves
+# more than the byte model; the stall reasons say what its warps wait on instead.
 
 # %% [markdown] lang="es"
 # ## 5. Perfilar: dónde pierde tiempo el backward de filas largas
 #
 # Los backwards en CUDA leen x y dy una vez y escriben dx una vez sea cual sea la longitud de la
 # fila, y aun así la fracción del techo del kernel de cluster baja a medida que las filas
-# crecen. Nsight Compute sobre una llamada al backward (dx y dweight) en las filas más largas,
-# de 131072 elementos repartidos en un cluster: `cuda:3` en bf16 (32768 filas), donde el kernel
-# de cluster espera la suma de cada fila antes de empezar la siguiente, y en fp32 (16384 filas),
-# donde el kernel de longitud fija mantiene dos filas en vuelo; y el backward fp32 de QuACK en la
-# misma forma. Los bytes de DRAM dicen si un kernel mueve más de lo que dice el modelo de bytes;
-# las causas de espera (stalls), en qué esperan sus warps en su lugar.
+# crecen. Nsight Compute sobre una llamada al backward (dx y dweight) de `cuda:3` en las filas
+# más largas, repartidas en un cluster: en bf16, 32768 filas de 131064 elementos, una longitud
+# para la que no está hecho el kernel de longitud fija, así que corre el kernel de cluster, que
+# espera la suma de cada fila antes de empezar la siguiente; 32768 filas de 131072, donde el
+# kernel de longitud fija mantiene dos filas en vuelo; el mismo kernel en fp32 (16384 filas de
+# 131072), y el backward fp32 de QuACK en esa forma. Los bytes de DRAM dicen si un kernel mueve
+# más de lo que dice el modelo de bytes; las causas de espera (stalls), en qué esperan sus warps
+# en su lugar.
 
 # %%
 try:
@@ -372,6 +376,7 @@ except PeerUnavailable as exc:  # a learner without QuACK: ours only
     print(f"[rmsnorm] QuACK's backward profiles skipped: {exc}")
     HAVE_QUACK = False
 BWD_PROFILES = [
+    ("cuda:3", 32768, 131064, torch.bfloat16),
     ("cuda:3", 32768, 131072, torch.bfloat16),
     ("cuda:3", 16384, 131072, torch.float32),
     *([("quack", 16384, 131072, torch.float32)] if HAVE_QUACK else []),
@@ -390,9 +395,9 @@ for impl, m, n, dtype in BWD_PROFILES:
 # %% [markdown] lang="en"
 # The gap to a peer that the backward had longest: QuACK's fp32 backward was ahead of Triton's,
 # ours from 4096 to 16384 elements until the fixed-length CUDA kernel (`rmsnorm_bwd_tile`,
-# `cuda:3`'s backward for fp32 rows of 4096 to 16384 elements) was written to its instruction
-# count. The same counters for one backward call of Triton's kernel, of that CUDA kernel and of
-# QuACK's, at 16384 x 8192 in fp32, say how each spends its time.
+# `cuda:3`'s backward for fp32 rows of 4096 to 16384 elements, one block per row) was written to
+# its instruction count. The same counters for one backward call of Triton's kernel, of that
+# CUDA kernel and of QuACK's, at 16384 x 8192 in fp32, say how each spends its time.
 
 # %% [markdown] lang="es"
 # La distancia a un rival que más le duró al backward: el backward de QuACK en fp32 iba por

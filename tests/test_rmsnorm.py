@@ -553,35 +553,45 @@ def test_cuda_backward_rows_plan_and_kernels() -> None:
 
 
 def test_cuda_backward_tile_plan_and_kernels() -> None:
-    """plan_bwd_tile takes only fp32 rows of the lengths rmsnorm.cu instantiates, with an fp32
-    weight or none, on sm_90+; every launch it plans exists, covers its row exactly and fits
-    the shared memory of an H200 SM."""
+    """plan_bwd_tile takes only rows of the lengths rmsnorm.cu instantiates for x's dtype, with a
+    weight it is built for, on sm_90+; every launch it plans exists, covers its row exactly and
+    fits the shared memory of an H200 SM, and no tile kernel is left that no plan launches."""
     from minikernel.kernels.rmsnorm import CU_FILE, TILE_BWD, TileBwdPlan, plan_bwd_tile
 
-    f32 = torch.float32
-    assert plan_bwd_tile(8192, torch.bfloat16, torch.bfloat16, (9, 0)) is None  # fp32 only
-    assert plan_bwd_tile(8192, f32, torch.bfloat16, (9, 0)) is None  # and an fp32 weight
+    f32, bf16, f16 = torch.float32, torch.bfloat16, torch.float16
+    assert plan_bwd_tile(8192, bf16, bf16, (9, 0)) is None  # 16-bit: only from 32768
+    assert plan_bwd_tile(8192, f32, bf16, (9, 0)) is None  # fp32 x: an fp32 weight or none
+    assert plan_bwd_tile(65536, bf16, f16, (9, 0)) is None  # 16-bit x: its dtype or fp32
     assert plan_bwd_tile(8192, f32, f32, (8, 0)) is None  # measured on sm_90 only
     assert plan_bwd_tile(8196, f32, f32, (9, 0)) is None  # not a length it is compiled for
     assert plan_bwd_tile(8192, f32, None, (9, 0)).smem == 2 * 32768  # a row of x, one of dy
     assert plan_bwd_tile(16384, f32, f32, (9, 0)).smem == 3 * 65536  # and of the weights
     assert plan_bwd_tile(65536, f32, f32, (9, 0)).smem == 2 * 32768  # an eighth of each row
+    assert plan_bwd_tile(65536, bf16, None, (9, 0)).smem == 2 * 16384  # 8192 bf16 a block
+    assert plan_bwd_tile(65536, bf16, f32, (9, 0)).kernel.endswith("_bf16_wf32")
+    assert plan_bwd_tile(65536, f16, f16, (9, 0)).kernel.endswith("_c8_f16")
     with pytest.raises(ValueError, match="weights in registers"):
         TileBwdPlan(256, 8, False, 4)  # the cluster kernel has no shared-memory weights
+    with pytest.raises(ValueError, match="fp32 only"):
+        TileBwdPlan(256, 4, True, 1, "bf16")
     names = compiled(CU_FILE, "sm_90").kernel_names
-    planned = set()
-    for n in range(1024, 131073, 1024):
-        for w_dtype in (f32, None):
-            plan = plan_bwd_tile(n, f32, w_dtype, (9, 0))
-            if plan is not None:
-                planned.add(n)
-                assert plan.n == n, (n, plan)  # no bounds checks: the row is the tile
-                assert plan.smem <= 227 * 1024, (n, plan)
-                assert plan.kernel in names, (n, plan)
-                assert plan.cluster in (1, 2, 4, 8, 16), (n, plan)
-    assert planned == set(TILE_BWD) == {4096, 8192, 16384, 32768, 65536, 131072}
+    planned, kernels = set(), set()
+    for dtype in (f32, bf16, f16):
+        for n in range(1024, 131073, 1024):
+            for w_dtype in {dtype, f32, None}:
+                plan = plan_bwd_tile(n, dtype, w_dtype, (9, 0))
+                if plan is not None:
+                    planned.add((n, dtype.itemsize))
+                    kernels.add(plan.kernel)
+                    assert plan.n == n, (n, dtype, plan)  # no bounds checks: the row is the tile
+                    assert plan.smem <= 227 * 1024, (n, dtype, plan)
+                    assert plan.kernel in names, (n, dtype, plan)
+                    assert plan.cluster in (1, 2, 4, 8, 16), (n, dtype, plan)
+    assert planned == set(TILE_BWD)
+    assert {n for n, size in TILE_BWD if size == 4} == {4096, 8192, 16384, 32768, 65536, 131072}
+    assert {n for n, size in TILE_BWD if size == 2} == {32768, 65536, 131072}
     tiles = {name for name in names if name.startswith("rmsnorm_bwd_tile_")}
-    assert tiles == {plan_bwd_tile(n, f32, f32, (9, 0)).kernel for n in TILE_BWD}  # none unused
+    assert tiles == kernels  # none unused
 
 
 def test_backward_cuda_plan_picks_one_kernel_per_row_length() -> None:
@@ -602,19 +612,22 @@ def test_backward_cuda_plan_picks_one_kernel_per_row_length() -> None:
     assert isinstance(backward_cuda_plan(1024, bf16, bf16, h100), RowsBwdPlan)
     assert isinstance(backward_cuda_plan(65536, f32, f32, h100), TileBwdPlan)
     assert backward_cuda_plan(131072, f32, None, h100).cluster == 16
-    assert isinstance(backward_cuda_plan(65536, bf16, bf16, h100), BwdPlan)
+    assert isinstance(backward_cuda_plan(65536, bf16, bf16, h100), TileBwdPlan)
     assert isinstance(backward_cuda_plan(65536, f32, bf16, h100), BwdPlan)  # a bf16 weight
     assert isinstance(backward_cuda_plan(65532, f32, f32, h100), BwdPlan)  # not a tile length
+    assert isinstance(backward_cuda_plan(65528, bf16, bf16, h100), BwdPlan)
     assert backward_cuda_plan(65537, bf16, bf16, h100) is None  # not whole 16-byte vectors
     assert backward_cuda_plan(65536, bf16, bf16, (8, 0)) is None  # no clusters
     # knobs (tuning experiments) skip the other two kernels: plan_bwd leaves 8192 to Triton
     assert backward_cuda_plan(8192, f32, f32, h100, cluster=2) is None
-    assert backward_cuda_plan(65536, bf16, bf16, h100).cluster == 4  # 32 KB a block
+    assert backward_cuda_plan(65528, bf16, bf16, h100).cluster == 4  # 32 KB a block
     assert backward_cuda_plan(65536, bf16, bf16, h100, cluster=8).cluster == 8
 
 
 CUDA_BWD_SHAPES = [
-    (5, 32768),  # two blocks per row (bf16), fewer rows than clusters (fp32: the tile kernel)
+    # Two blocks per row (bf16; fp32: four), fewer rows than clusters, the last block a vector
+    # short (32768 itself runs the fixed-length kernel: TILE_SHAPES).
+    (5, 32760),
     (33, 40008),  # a row that does not split evenly: the last block owns fewer vectors
     # Eight blocks per row, several rows per cluster, the last block a vector short; fp32: 8
     # vectors a thread (131072 itself runs the fixed-length kernel in fp32: TILE_SHAPES).
@@ -670,33 +683,38 @@ TILE_SHAPES = [
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("wkind", ["same", "none"])
+@pytest.mark.parametrize("wkind", ["same", "fp32", "none"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
 @pytest.mark.parametrize("shape", TILE_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_cuda_backward_tile_matches_reference(
-    shape: tuple[int, int], wkind: str, monkeypatch: pytest.MonkeyPatch
+    shape: tuple[int, int], dtype: torch.dtype, wkind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The fixed-length fp32 backward, through autograd after cuda:3 (which must launch it) and
+    """The fixed-length backward, through autograd after cuda:3 (which must launch it) and
     launched itself: dx and dw against the fp64 reference, and without dw the same dx bits."""
     import minikernel.kernels.rmsnorm as rn
     from minikernel.cuda import clusters_available
 
     m, n = shape
+    if wkind not in _weights(dtype):
+        pytest.skip("an fp32 weight on fp32 input is the 'same' case")
+    if dtype != torch.float32 and n < 32768:
+        pytest.skip("16-bit rows run the fixed-length kernel from 32768 elements")
     if not clusters_available(torch.device("cuda")):
         pytest.skip("the CUDA backward needs clusters (sm_90+) and NVIDIA's bindings")
     launched = []
     real = rn._backward_tile
     monkeypatch.setattr(rn, "_backward_tile", lambda *a: launched.append(a[4]) or real(*a))
-    x, w, dy = make_inputs(m, n, torch.float32, "cuda", seed=11 + m, with_grad_out=True)
-    w = _pick_weight(w, torch.float32, wkind)
+    x, w, dy = make_inputs(m, n, dtype, "cuda", seed=11 + m, with_grad_out=True)
+    w = _pick_weight(w, dtype, wkind)
     xg = x.clone().requires_grad_(True)
     wg = None if w is None else w.clone().requires_grad_(True)
     rms_norm(xg, (n,), wg, EPS, impl="cuda:3").backward(dy)
-    dx_ref = _check_grads(xg, wg, x, w, dy, torch.float32)
-    plan = rn.plan_bwd_tile(n, torch.float32, None if w is None else w.dtype, (9, 0))
+    dx_ref = _check_grads(xg, wg, x, w, dy, dtype)
+    plan = rn.plan_bwd_tile(n, dtype, None if w is None else w.dtype, (9, 0))
     assert launched == [plan], "autograd after cuda:3 did not run the fixed-length kernel"
-    rstd = torch.rsqrt(x.pow(2).mean(-1) + EPS)
+    rstd = torch.rsqrt(x.float().pow(2).mean(-1) + EPS)
     dx, dw = real(dy, x, w, rstd, plan, torch.empty_like(x), True)
-    _close(dx, dx_ref, _grad_scale(x, w, dy), BWD_RTOL[torch.float32], "dx (kernel)")
+    _close(dx, dx_ref, _grad_scale(x, w, dy), BWD_RTOL[dtype], "dx (kernel)")
     assert (dw is None) == (w is None)
     dx2, dw2 = real(dy, x, w, rstd, plan, torch.empty_like(x), False)
     assert dw2 is None and torch.equal(dx2, dx)

@@ -434,19 +434,24 @@ def plan_bwd_rows(n: int, dtype: torch.dtype) -> RowsBwdPlan | None:
 
 
 TILE_BWD = {
-    4096: (256, 4, True, 1),
-    8192: (512, 4, True, 1),
-    16384: (512, 8, False, 1),
-    32768: (256, 8, True, 4),
-    65536: (256, 8, True, 8),
-    131072: (256, 8, True, 16),
+    (4096, 4): (256, 4, True, 1),
+    (8192, 4): (512, 4, True, 1),
+    (16384, 4): (512, 8, False, 1),
+    (32768, 4): (256, 8, True, 4),
+    (65536, 4): (256, 8, True, 8),
+    (131072, 4): (256, 8, True, 16),
+    (32768, 2): (256, 4, True, 4),
+    (65536, 2): (256, 4, True, 8),
+    (131072, 2): (256, 4, True, 16),
 }
-"""Row length (fp32 elements) -> (threads, 16-byte vectors per thread, weights in registers,
-blocks per row) of the fixed-length fp32 backward: the launches an H200 side probe found
-fastest (labs/probe_rmsnorm_backward_tile.py; the fused-rmsnorm page, section 4, says what it
-tried). One block per row up to 16384 (rmsnorm_bwd_tile; at 16384 the weights in shared memory,
-since 512 threads x 8 vectors need all 128 registers a thread of 512 may have), a cluster of
-blocks of 8192 elements each past it, with two rows in flight (rmsnorm_bwd_tile_cluster)."""
+"""(row length, bytes per element of x) -> (threads, 16-byte vectors per thread, weights in
+registers, blocks per row) of the fixed-length backward: the launches H200 side probes found
+fastest (labs/probe_rmsnorm_backward_tile.py; the fused-rmsnorm page, section 4, says what they
+tried). In fp32, one block per row up to 16384 (rmsnorm_bwd_tile; at 16384 the weights in shared
+memory, since 512 threads x 8 vectors need all 128 registers a thread of 512 may have), and a
+cluster of blocks of 8192 elements each past it, with two rows in flight
+(rmsnorm_bwd_tile_cluster). In 16-bit, the same clusters of 8192-element blocks (256 threads x 4
+vectors of 8) from 32768; shorter 16-bit rows keep the other backwards."""
 
 
 @dataclass(frozen=True)
@@ -455,14 +460,22 @@ class TileBwdPlan:
     vpt: int  # 16-byte vectors per thread and tensor: a block holds threads * vpt of each row
     wreg: bool  # the weights in registers, or in shared memory after the row buffers
     cluster: int = 1  # blocks per row: more than one runs rmsnorm_bwd_tile_cluster
+    suffix: str = "f32_wf32"  # the dtypes: x's, then _wf32 for an fp32 weight (fp32 x: always)
 
     def __post_init__(self) -> None:
         if self.cluster > 1 and not self.wreg:
             raise ValueError("TileBwdPlan: the cluster kernel keeps its weights in registers")
+        if self.cluster == 1 and self.suffix != "f32_wf32":
+            raise ValueError("TileBwdPlan: the one-block kernel is fp32 only")
+
+    @property
+    def vn(self) -> int:
+        """Elements of x per 16-byte vector."""
+        return 4 if self.suffix.startswith("f32") else 8
 
     @property
     def n(self) -> int:
-        return self.cluster * self.threads * self.vpt * 4
+        return self.cluster * self.threads * self.vpt * self.vn
 
     @property
     def smem(self) -> int:
@@ -472,21 +485,30 @@ class TileBwdPlan:
 
     @property
     def kernel(self) -> str:
-        shape = f"c{self.cluster}" if self.cluster > 1 else f"w{int(self.wreg)}"
-        return f"rmsnorm_bwd_tile_t{self.threads}_v{self.vpt}_{shape}_f32_wf32"
+        if self.cluster > 1:
+            return (
+                f"rmsnorm_bwd_tile_cluster_t{self.threads}_v{self.vpt}_c{self.cluster}_"
+                f"{self.suffix}"
+            )
+        return f"rmsnorm_bwd_tile_t{self.threads}_v{self.vpt}_w{int(self.wreg)}_{self.suffix}"
 
 
 def plan_bwd_tile(
     n: int, dtype: torch.dtype, w_dtype: torch.dtype | None, cc: tuple[int, int]
 ) -> TileBwdPlan | None:
-    """The fixed-length fp32 backward (rmsnorm_bwd_tile_*) for rows of ``n`` elements, or None:
-    fp32 x with an fp32 weight or none, rows of exactly one of TILE_BWD's lengths (4096 to
-    131072, the powers of two), sm_90+ (clusters; the GPUs it was measured on). Other rows keep
-    the other backwards (Triton's, the warp-per-row and cluster kernels)."""
-    if cc < (9, 0) or dtype != torch.float32 or w_dtype not in (None, torch.float32):
+    """The fixed-length backward (rmsnorm_bwd_tile_*) for rows of ``n`` elements, or None: rows
+    of exactly one of TILE_BWD's lengths for x's dtype (fp32: 4096 to 131072, the powers of two;
+    fp16 and bf16: 32768 to 131072), with a weight in x's dtype, in fp32 or none (fp32 x: an
+    fp32 weight or none), on sm_90+ (clusters; the GPUs it was measured on). Other rows keep the
+    other backwards (Triton's, the warp-per-row and cluster kernels)."""
+    size = torch.empty((), dtype=dtype).element_size()
+    if cc < (9, 0) or dtype not in _SUFFIX or w_dtype not in (None, dtype, torch.float32):
         return None
-    launch = TILE_BWD.get(n)
-    return None if launch is None else TileBwdPlan(*launch)
+    launch = TILE_BWD.get((n, size))
+    if launch is None:
+        return None
+    suffix = _SUFFIX[dtype] + ("_wf32" if w_dtype == torch.float32 or size == 4 else "")
+    return TileBwdPlan(*launch, suffix=suffix)
 
 
 def _launch_bwd(
@@ -635,7 +657,7 @@ def backward_cuda_plan(
     **knobs: int,
 ) -> TileBwdPlan | RowsBwdPlan | BwdPlan | None:
     """Which CUDA backward ``cuda:3`` and ``cuda:4`` run for rows of ``n`` elements (16-byte
-    aligned tensors): the fixed-length fp32 kernel (plan_bwd_tile), the warp-per-row kernel
+    aligned tensors): the fixed-length kernel (plan_bwd_tile), the warp-per-row kernel
     (plan_bwd_rows), the cluster kernel (plan_bwd), in that order; None where Triton's runs.
     ``knobs`` (tuning experiments) go to plan_bwd and skip the other two."""
     if n % (16 // torch.empty((), dtype=dtype).element_size()):
@@ -657,9 +679,10 @@ def _backward_cuda(
     dx: torch.Tensor | None = None,
     **knobs: int,
 ) -> tuple[torch.Tensor, torch.Tensor | None] | None:
-    """The CUDA backward (dx, dweight), dx into ``dx`` if given: the fixed-length fp32 kernel
-    for fp32 rows of 4096 or 8192 elements (plan_bwd_tile), the warp-per-row kernel for
-    short rows (plan_bwd_rows), the cluster kernel for long ones (plan_bwd). None where none
+    """The CUDA backward (dx, dweight), dx into ``dx`` if given: the fixed-length kernel for
+    rows of a power-of-two length it is built for (plan_bwd_tile: fp32 from 4096, 16-bit from
+    32768, up to 131072), the warp-per-row kernel for short rows (plan_bwd_rows), the cluster
+    kernel for the other long ones (plan_bwd). None where none
     applies (the other rows between, which Triton reads once; no clusters; rows that are not
     whole 16-byte vectors; unaligned tensors): the caller runs Triton's. ``knobs`` (tuning
     experiments) go to plan_bwd and skip the other two kernels."""
@@ -743,9 +766,10 @@ def default_impl(t: torch.Tensor) -> str:
     rows of 65536 and more, which the Triton kernels read twice; it falls back to rungs 2 and 1
     for rows it cannot vectorise), ``triton:2`` on other GPUs and under Triton's
     interpreter, PyTorch otherwise. After ``cuda:3`` or ``cuda:4`` the backward is CUDA C for
-    short rows (a warp per row, plan_bwd_rows), for fp32 rows of 4096 and 8192 elements
-    (plan_bwd_tile) and for rows longer than 16384 elements (the cluster kernel, plan_bwd),
-    Triton's for the other rows between."""
+    short rows (a warp per row, plan_bwd_rows), for the power-of-two rows of the fixed-length
+    kernel (plan_bwd_tile: fp32 from 4096 elements, 16-bit from 32768, up to 131072) and for the
+    other rows longer than 16384 elements (the cluster kernel, plan_bwd), Triton's for the other
+    rows between."""
     if t.is_cuda:
         from minikernel.cuda import clusters_available
 

@@ -17,8 +17,8 @@
 // pointer may be null (no elementwise affine); rstd may be null (not needed without autograd).
 // minikernel: max-registers 192 rmsnorm_bwd_ (one or two blocks per SM by design: each thread
 // keeps its slices of x and dy and its share of the dw sums in registers, up to 8 vectors each)
-// minikernel: max-registers 255 rmsnorm_bwd_tile_t256_v8_ (one block per SM by design: each
-// thread of the cluster backward holds xhat and g of two rows, 8 vectors each, and its dw sums)
+// minikernel: max-registers 255 rmsnorm_bwd_tile_cluster_ (one block per SM by design: each
+// thread holds xhat and g of two rows, 32 fp32 values each, and its weights and dw sums)
 #include "cluster.cuh"
 #include "common.cuh"
 
@@ -752,8 +752,8 @@ RMSNORM_BWD_ROWS(bf16, mk_bf16, 640, 384)
 // --8<-- [end:backward_rows]
 
 // --8<-- [start:backward_tile_parts]
-// The fixed-length fp32 backwards (rmsnorm_bwd_tile, rmsnorm_bwd_tile_cluster) share these
-// parts. A block owns THREADS x VPT 16-byte vectors of each row it visits (all of it, or its
+// The fixed-length backwards (rmsnorm_bwd_tile in fp32, rmsnorm_bwd_tile_cluster in fp32 and
+// 16-bit) share these parts. A block owns THREADS x VPT 16-byte vectors of each row it visits (all of it, or its
 // cluster rank's slice); thread t owns vectors t, t + THREADS, ... of them, so a warp's loads
 // and stores are contiguous, and it keeps them at the same places of its shared-memory buffers.
 
@@ -769,77 +769,88 @@ template <int N> __device__ __forceinline__ void cp_async_wait_groups() {
 
 // One 16-byte copy from global to shared memory that bypasses L1 (.cg), with the L2::128B hint:
 // L2 fetches the whole 128-byte line, which this warp's neighbouring copies use.
-__device__ __forceinline__ void cp_async16_l2(float4* dst, const float* src) {
+__device__ __forceinline__ void cp_async16_l2(uint4* dst, const void* src) {
     const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
 }
 
 // This thread's vectors of a row of x and of dy (from xr and dr, the row plus the thread's
 // first column) into its slots of xs and ds, closed as one group of copies.
-template <int THREADS, int VPT>
-__device__ __forceinline__ void tile_copy(float4* xs, float4* ds, const float* xr, const float* dr) {
+template <typename T, int THREADS, int VPT>
+__device__ __forceinline__ void tile_copy(uint4* xs, uint4* ds, const T* xr, const T* dr) {
+    constexpr int VN = Vec<T>::N;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        cp_async16_l2(xs + k * THREADS, xr + k * THREADS * 4);
-        cp_async16_l2(ds + k * THREADS, dr + k * THREADS * 4);
+        cp_async16_l2(xs + k * THREADS, xr + k * THREADS * VN);
+        cp_async16_l2(ds + k * THREADS, dr + k * THREADS * VN);
     }
 }
 
-// A row's vectors from shared memory into xh = x * r and g = dy * w (weight(k): vector k of the
-// weights), dy * xh added to the dw sums; returns this thread's part of sum(g * xh).
-template <int THREADS, int VPT, typename Weight>
-__device__ __forceinline__ float tile_take(const float4* xs, const float4* ds, float r,
-                                           Weight&& weight, float (&xh)[VPT][4],
-                                           float (&g)[VPT][4], float (&acc)[VPT][4]) {
+// A row's vectors from shared memory into xh = x * r and g = dy * w (weight(k, wk) fills wk
+// with vector k's weights), dy * xh added to the dw sums; returns this thread's part of
+// sum(g * xh). Every element in fp32, whatever T is.
+template <typename T, int THREADS, int VPT, typename Weight>
+__device__ __forceinline__ float tile_take(const uint4* xs, const uint4* ds, float r,
+                                           Weight&& weight, float (&xh)[VPT][Vec<T>::N],
+                                           float (&g)[VPT][Vec<T>::N],
+                                           float (&acc)[VPT][Vec<T>::N]) {
+    constexpr int VN = Vec<T>::N;
     float dot = 0.0f;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        const float4 xv = xs[k * THREADS], dv = ds[k * THREADS], wv = weight(k);
-        const float xa[4] = {xv.x, xv.y, xv.z, xv.w}, da[4] = {dv.x, dv.y, dv.z, dv.w};
-        const float wa[4] = {wv.x, wv.y, wv.z, wv.w};
+        const Vec<T> xv = *reinterpret_cast<const Vec<T>*>(xs + k * THREADS);
+        const Vec<T> dv = *reinterpret_cast<const Vec<T>*>(ds + k * THREADS);
+        float wk[VN];
+        weight(k, wk);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            xh[k][e] = xa[e] * r;
-            g[k][e] = da[e] * wa[e];
+        for (int e = 0; e < VN; ++e) {
+            const float xa = to_float(xv.v[e]), da = to_float(dv.v[e]);
+            xh[k][e] = xa * r;
+            g[k][e] = da * wk[e];
             dot = fmaf(g[k][e], xh[k][e], dot);
-            acc[k][e] = fmaf(da[e], xh[k][e], acc[k][e]);
+            acc[k][e] = fmaf(da, xh[k][e], acc[k][e]);
         }
     }
     return dot;
 }
 
-// dx = (g - xh * c) * r into the row at dxr (streaming stores: nothing reads dx again here).
-template <int THREADS, int VPT>
-__device__ __forceinline__ void tile_give(float* dxr, float c, float r, const float (&xh)[VPT][4],
-                                          const float (&g)[VPT][4]) {
+// dx = (g - xh * c) * r into the row at dxr, rounded once to T (streaming stores: nothing
+// reads dx again here).
+template <typename T, int THREADS, int VPT>
+__device__ __forceinline__ void tile_give(T* dxr, float c, float r,
+                                          const float (&xh)[VPT][Vec<T>::N],
+                                          const float (&g)[VPT][Vec<T>::N]) {
+    constexpr int VN = Vec<T>::N;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        float o[4];
+        Vec<T> o;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) o[e] = (g[k][e] - xh[k][e] * c) * r;
-        __stcs(reinterpret_cast<float4*>(dxr + k * THREADS * 4), make_float4(o[0], o[1], o[2], o[3]));
+        for (int e = 0; e < VN; ++e) o.v[e] = from_float<T>((g[k][e] - xh[k][e] * c) * r);
+        store_vec(dxr + k * THREADS * VN, o);
     }
 }
 
-// This thread's vectors of the weights (all 1 without a weight), and its dw sums zeroed.
-template <int THREADS, int VPT>
-__device__ __forceinline__ void tile_open(const float* w, float4 (&wv)[VPT], float (&acc)[VPT][4]) {
+// This thread's weights (all 1 without a weight: load_weights) from w, already offset to the
+// thread's first column, and its dw sums zeroed.
+template <typename W, int THREADS, int VPT, int VN>
+__device__ __forceinline__ void tile_open(const W* w, float (&wf)[VPT][VN], float (&acc)[VPT][VN]) {
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-        wv[k] = w ? __ldg(reinterpret_cast<const float4*>(w) + k * THREADS)
-                  : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+        load_weights(w, static_cast<long long>(k) * THREADS * VN, wf[k]);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[k][e] = 0.0f;
+        for (int e = 0; e < VN; ++e) acc[k][e] = 0.0f;
     }
 }
 
 // The block's dw sums as its row of dw_part (reduce_dw adds the rows in a fixed order).
-template <int THREADS, int VPT>
-__device__ __forceinline__ void tile_close(float* out, const float (&acc)[VPT][4]) {
+template <int THREADS, int VPT, int VN>
+__device__ __forceinline__ void tile_close(float* out, const float (&acc)[VPT][VN]) {
 #pragma unroll
     for (int k = 0; k < VPT; ++k)
-        *reinterpret_cast<float4*>(out + k * THREADS * 4) =
-            make_float4(acc[k][0], acc[k][1], acc[k][2], acc[k][3]);
+#pragma unroll
+        for (int c = 0; c < VN; c += 4)
+            *reinterpret_cast<float4*>(out + k * THREADS * VN + c) =
+                make_float4(acc[k][c], acc[k][c + 1], acc[k][c + 2], acc[k][c + 3]);
 }
 // --8<-- [end:backward_tile_parts]
 
@@ -867,9 +878,9 @@ __device__ __forceinline__ void rmsnorm_bwd_tile(const float* dy, const float* x
     constexpr int N = NVEC * 4;
     constexpr int WARPS = THREADS / 32;
     extern __shared__ __align__(16) unsigned char tile_smem[];
-    float4* xs = reinterpret_cast<float4*>(tile_smem) + threadIdx.x;  // [3][NVEC]: x, dy, w
-    float4* ds = xs + NVEC;
-    float4* ws = ds + NVEC;
+    uint4* xs = reinterpret_cast<uint4*>(tile_smem) + threadIdx.x;  // [3][NVEC]: x, dy, w
+    uint4* ds = xs + NVEC;
+    float4* ws = reinterpret_cast<float4*>(ds + NVEC);
     __shared__ float partial[2][WARPS];
     const int tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5;
@@ -878,22 +889,26 @@ __device__ __forceinline__ void rmsnorm_bwd_tile(const float* dy, const float* x
     auto prefetch = [&](int row) {
         if (row < rows_n) {
             const long long at = static_cast<long long>(row) * N + tid * 4;
-            tile_copy<THREADS, VPT>(xs, ds, x + at, dy + at);
+            tile_copy<float, THREADS, VPT>(xs, ds, x + at, dy + at);
         }
         cp_async_commit();
     };
     float4 wf[WREG ? VPT : 1];
     float acc[VPT][4];
     {
-        float4 wv[VPT];
-        tile_open<THREADS, VPT>(w ? w + tid * 4 : nullptr, wv, acc);
+        float wv[VPT][4];
+        tile_open<float, THREADS, VPT, 4>(w ? w + tid * 4 : nullptr, wv, acc);
 #pragma unroll
         for (int k = 0; k < VPT; ++k) {
-            if (WREG) wf[WREG ? k : 0] = wv[k];
-            else ws[k * THREADS] = wv[k];
+            const float4 v = make_float4(wv[k][0], wv[k][1], wv[k][2], wv[k][3]);
+            if (WREG) wf[WREG ? k : 0] = v;
+            else ws[k * THREADS] = v;
         }
     }
-    auto weight = [&](int k) { return WREG ? wf[WREG ? k : 0] : ws[k * THREADS]; };
+    auto weight = [&](int k, float (&wk)[4]) {
+        const float4 v = WREG ? wf[WREG ? k : 0] : ws[k * THREADS];
+        wk[0] = v.x, wk[1] = v.y, wk[2] = v.z, wk[3] = v.w;
+    };
     int row = blockIdx.x;
     prefetch(row);
     for (unsigned parity = 0; row < rows_n; row += step, parity ^= 1) {
@@ -902,7 +917,7 @@ __device__ __forceinline__ void rmsnorm_bwd_tile(const float* dy, const float* x
         const float r = __ldg(rstd + row);
         cp_async_wait_groups<0>();
         float xh[VPT][4], g[VPT][4];
-        float dot = tile_take<THREADS, VPT>(xs, ds, r, weight, xh, g, acc);
+        float dot = tile_take<float, THREADS, VPT>(xs, ds, r, weight, xh, g, acc);
         prefetch(row + step);  // this thread's vectors of the buffers are in registers
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
@@ -911,10 +926,11 @@ __device__ __forceinline__ void rmsnorm_bwd_tile(const float* dy, const float* x
         float total = 0.0f;
 #pragma unroll
         for (int i = 0; i < WARPS; ++i) total += partial[parity][i];  // same order everywhere
-        tile_give<THREADS, VPT>(dx + static_cast<long long>(row) * N + tid * 4,
-                                total / static_cast<float>(N), r, xh, g);
+        tile_give<float, THREADS, VPT>(dx + static_cast<long long>(row) * N + tid * 4,
+                                       total / static_cast<float>(N), r, xh, g);
     }
-    if (dw_part) tile_close<THREADS, VPT>(dw_part + static_cast<long long>(blockIdx.x) * N + tid * 4, acc);
+    if (dw_part)
+        tile_close<THREADS, VPT, 4>(dw_part + static_cast<long long>(blockIdx.x) * N + tid * 4, acc);
 }
 
 // Dynamic shared memory: (WREG ? 2 : 3) * THREADS * VPT * 16 bytes.
@@ -931,14 +947,15 @@ RMSNORM_BWD_TILE(512, 8, 0)  // 16384 fp32: 192 KB (the weights too: 128 registe
 // --8<-- [end:backward_tile]
 
 // --8<-- [start:backward_tile_cluster]
-// The same backward for rows longer than one block holds (32768 to 131072 fp32 elements),
-// split over a cluster: block `rank` owns columns [rank * NB, (rank + 1) * NB) of every row the
-// cluster visits, laid out as in rmsnorm_bwd_tile (one buffer, the weights in registers). The
+// The same backward for rows longer than one block holds (32768 to 131072 elements, fp32 or
+// 16-bit), split over a cluster: block `rank` owns columns [rank * NB, (rank + 1) * NB) of every
+// row the cluster visits, laid out as in rmsnorm_bwd_tile (one buffer, the weights in registers,
+// every element in fp32 from the load to the store of dx, rounded once to T there). The
 // row's sum is exchanged between the blocks as in rmsnorm_bwd: every warp pushes its partial
 // into a slot of every block of the cluster, and each block folds all the slots in one order.
 //
-// Two rows in flight. Waiting for the exchange at every row left the long rows at about 0.86
-// of the copy ceiling in a side probe on the H200, with no fewer instructions mattering; so the
+// Two rows in flight. Waiting for the exchange at every row left the long fp32 rows at about
+// 0.86 of the copy ceiling in a side probe on the H200, fewer instructions or not; so the
 // kernel takes row i + 1 (its copies waited for, its sum pushed) before it waits for row i's
 // sum and gives row i's dx: one row's exchange hides behind the next row's loads and sums. The
 // registers hold xh and g of both rows, which is why one block of 256 threads per SM (255
@@ -998,49 +1015,52 @@ __device__ __forceinline__ float pipe_wait(PipeExchange<WARPS, CLUSTER>& xch, in
     return total[0];
 }
 
-template <int THREADS, int VPT, int CLUSTER>
-__device__ __forceinline__ void rmsnorm_bwd_tile_cluster(const float* dy, const float* x,
-                                                         const float* w, const float* rstd,
-                                                         float* dx, float* dw_part, long long m) {
-    constexpr int NB = THREADS * VPT * 4;  // elements per block and row
+template <typename T, typename W, int THREADS, int VPT, int CLUSTER>
+__device__ __forceinline__ void rmsnorm_bwd_tile_cluster(const T* dy, const T* x, const W* w,
+                                                         const float* rstd, T* dx,
+                                                         float* dw_part, long long m) {
+    constexpr int VN = Vec<T>::N;          // elements per 16-byte vector
+    constexpr int NB = THREADS * VPT * VN;  // elements per block and row
     constexpr int N = NB * CLUSTER;
     extern __shared__ __align__(16) unsigned char tile_smem[];
     __shared__ PipeExchange<THREADS / 32, CLUSTER> xch;
     const int tid = threadIdx.x;
-    float4* xs = reinterpret_cast<float4*>(tile_smem) + tid;  // [2][THREADS * VPT]: x, dy
-    float4* ds = xs + THREADS * VPT;
+    uint4* xs = reinterpret_cast<uint4*>(tile_smem) + tid;  // [2][THREADS * VPT]: x, dy
+    uint4* ds = xs + THREADS * VPT;
     const int rows_n = static_cast<int>(m);  // the host keeps m under 2^31 rows
     const int step = gridDim.x / CLUSTER;
-    const int col = static_cast<int>(cluster_rank()) * NB + tid * 4;  // this thread's first
+    const int col = static_cast<int>(cluster_rank()) * NB + tid * VN;  // this thread's first
     auto prefetch = [&](int row) {
         if (row < rows_n) {
             const long long at = static_cast<long long>(row) * N + col;
-            tile_copy<THREADS, VPT>(xs, ds, x + at, dy + at);
+            tile_copy<T, THREADS, VPT>(xs, ds, x + at, dy + at);
         }
         cp_async_commit();
     };
-    float4 wf[VPT];
-    float acc[VPT][4];
-    tile_open<THREADS, VPT>(w ? w + col : nullptr, wf, acc);
-    auto weight = [&](int k) { return wf[k]; };
+    float wf[VPT][VN], acc[VPT][VN];
+    tile_open<W, THREADS, VPT, VN>(w ? w + col : nullptr, wf, acc);
+    auto weight = [&](int k, float (&wk)[VN]) {
+#pragma unroll
+        for (int e = 0; e < VN; ++e) wk[e] = wf[k][e];
+    };
     pipe_exchange_open(xch);
     // Row `row`: its copies waited for, xh, g and the dw sums, the next copies started (the
     // registers took the buffers), this warp's part of its sum pushed as visit k.
-    auto take = [&](int row, int k, float r, float (&xh)[VPT][4], float (&g)[VPT][4]) {
+    auto take = [&](int row, int k, float r, float (&xh)[VPT][VN], float (&g)[VPT][VN]) {
         cp_async_wait_groups<0>();
-        float dot = tile_take<THREADS, VPT>(xs, ds, r, weight, xh, g, acc);
+        float dot = tile_take<T, THREADS, VPT>(xs, ds, r, weight, xh, g, acc);
         prefetch(row + step);
         float v[1] = {dot};
         warp_merge(v, [](float (&a)[1], const float (&b)[1]) { a[0] += b[0]; });
         pipe_push(xch, k, v[0]);
     };
-    auto give = [&](int row, int k, float r, const float (&xh)[VPT][4], const float (&g)[VPT][4]) {
+    auto give = [&](int row, int k, float r, const float (&xh)[VPT][VN], const float (&g)[VPT][VN]) {
         const float c = pipe_wait(xch, k) / static_cast<float>(N);
-        tile_give<THREADS, VPT>(dx + static_cast<long long>(row) * N + col, c, r, xh, g);
+        tile_give<T, THREADS, VPT>(dx + static_cast<long long>(row) * N + col, c, r, xh, g);
     };
     // Two rows per trip, so which registers hold which row is known at compile time: a row's
     // xh and g live in (xa, ga) or (xb, gb), taken one visit before they are given.
-    float xa[VPT][4], ga[VPT][4], xb[VPT][4], gb[VPT][4];
+    float xa[VPT][VN], ga[VPT][VN], xb[VPT][VN], gb[VPT][VN];
     int row = blockIdx.x / CLUSTER;
     float ra = 0.0f, rb = 0.0f;
     prefetch(row);
@@ -1067,19 +1087,32 @@ __device__ __forceinline__ void rmsnorm_bwd_tile_cluster(const float* dy, const 
     // Every push into this block's slots has landed: it waited for every visit it took, and
     // the cluster's blocks visit the same rows. So it may exit without a cluster barrier.
     if (dw_part)
-        tile_close<THREADS, VPT>(dw_part + static_cast<long long>(blockIdx.x / CLUSTER) * N + col, acc);
+        tile_close<THREADS, VPT, VN>(dw_part + static_cast<long long>(blockIdx.x / CLUSTER) * N + col, acc);
 }
 
 // Dynamic shared memory: 2 * THREADS * VPT * 16 bytes (a block's slice of x and of dy).
-#define RMSNORM_BWD_TILE_C(THREADS, VPT, CLUSTER)                                              \
+#define RMSNORM_BWD_TILE_C_ENTRY(SUFFIX, T, W, WSUFFIX, THREADS, VPT, CLUSTER)                 \
     extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)      \
-        rmsnorm_bwd_tile_t##THREADS##_v##VPT##_c##CLUSTER##_f32_wf32(                          \
-            const float* dy, const float* x, const float* w, const float* rstd, float* dx,     \
-            float* dw_part, long long m) {                                                     \
-        rmsnorm_bwd_tile_cluster<THREADS, VPT, CLUSTER>(dy, x, w, rstd, dx, dw_part, m);       \
+        rmsnorm_bwd_tile_cluster_t##THREADS##_v##VPT##_c##CLUSTER##_##SUFFIX##WSUFFIX(                 \
+            const T* dy, const T* x, const W* w, const float* rstd, T* dx, float* dw_part,     \
+            long long m) {                                                                     \
+        rmsnorm_bwd_tile_cluster<T, W, THREADS, VPT, CLUSTER>(dy, x, w, rstd, dx, dw_part, m); \
     }
-RMSNORM_BWD_TILE_C(256, 8, 4)   // 32768 fp32: 64 KB per block
-RMSNORM_BWD_TILE_C(256, 8, 8)   // 65536 fp32
-RMSNORM_BWD_TILE_C(256, 8, 16)  // 131072 fp32 (a "non-portable" cluster size: sm_90 runs it)
+// fp32 (with an fp32 weight or none): blocks of 256 threads x 8 vectors, 8192 elements.
+#define RMSNORM_BWD_TILE_C(THREADS, VPT, CLUSTER)                                              \
+    RMSNORM_BWD_TILE_C_ENTRY(f32, float, float, _wf32, THREADS, VPT, CLUSTER)
+// 16-bit (a weight of the same dtype, an fp32 one, or none): 256 threads x 4 vectors, also
+// 8192 elements per block and the same registers.
+#define RMSNORM_BWD_TILE_C16(THREADS, VPT, CLUSTER)                                            \
+    RMSNORM_BWD_TILE_C_ENTRY(bf16, mk_bf16, mk_bf16, , THREADS, VPT, CLUSTER)                  \
+    RMSNORM_BWD_TILE_C_ENTRY(bf16, mk_bf16, float, _wf32, THREADS, VPT, CLUSTER)               \
+    RMSNORM_BWD_TILE_C_ENTRY(f16, mk_half, mk_half, , THREADS, VPT, CLUSTER)                   \
+    RMSNORM_BWD_TILE_C_ENTRY(f16, mk_half, float, _wf32, THREADS, VPT, CLUSTER)
+RMSNORM_BWD_TILE_C(256, 8, 4)    // 32768 fp32: 64 KB per block
+RMSNORM_BWD_TILE_C(256, 8, 8)    // 65536 fp32
+RMSNORM_BWD_TILE_C(256, 8, 16)   // 131072 fp32 (a "non-portable" cluster size: sm_90 runs it)
+RMSNORM_BWD_TILE_C16(256, 4, 4)  // 32768 16-bit: 32 KB per block
+RMSNORM_BWD_TILE_C16(256, 4, 8)  // 65536 16-bit
+RMSNORM_BWD_TILE_C16(256, 4, 16) // 131072 16-bit
 #endif  // __CUDA_ARCH__ >= 900
 // --8<-- [end:backward_tile_cluster]
