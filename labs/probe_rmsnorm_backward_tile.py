@@ -80,7 +80,9 @@ def probe(n: int, dtype_name: str, rounds: int, gbps: float) -> None:
     if n > 16384:  # the cluster kernel (plan_bwd), which a knob makes _backward_cuda run
         cands["cluster kernel"] = lambda: rn._backward_cuda(dy, x, w, rstd, dx=dx, threads=512)
     shipped = rn.plan_bwd_tile(n, dtype, w.dtype, torch.cuda.get_device_capability())
-    tol = 1e-4 if dtype == torch.float32 else 3e-2  # 16-bit dx: one rounding of an O(1) value
+    # dx against Triton's, relative to its largest value: fp32 rounding, or in 16-bit one
+    # rounding of each stored value (2^-8 relative in bf16) plus the sums' different order
+    tol = (1e-4 if dtype == torch.float32 else 2**-6) * float(ref_dx.float().abs().max())
     for launch in CANDIDATES[(n, dtype_name)]:
         plan = rn.TileBwdPlan(*launch, suffix=SUFFIX[dtype_name])
         name = plan.kernel.removeprefix("rmsnorm_bwd_tile_").removesuffix("_" + plan.suffix)
@@ -89,7 +91,9 @@ def probe(n: int, dtype_name: str, rounds: int, gbps: float) -> None:
         got_dx, got_dw = rn._backward_tile(dy, x, w, rstd, plan, torch.empty_like(x), True)
         err = float((got_dx.float() - ref_dx.float()).abs().max())
         derr = float((got_dw.float() - ref_dw.float()).abs().max() / ref_dw.float().abs().max())
-        verdict = "ok" if err < tol and derr < max(1e-5, tol / 4) else "WRONG"
+        verdict = (
+            "ok" if err < tol and derr < (1e-5 if dtype == torch.float32 else 1e-2) else "WRONG"
+        )
         print(f"  {n} {dtype_name} {name}: dx {err:.3g}, dw rel {derr:.3g} {verdict}")
         if verdict == "ok":
             cands[name] = lambda p=plan: rn._backward_tile(dy, x, w, rstd, p, dx, True)
