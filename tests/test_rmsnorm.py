@@ -3,6 +3,8 @@ the drop-in module, bad input, and wrong-kernel fixtures the checker must reject
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -530,10 +532,10 @@ _SUFFIXES = ((torch.float32, "f32"), (torch.float16, "f16"), (torch.bfloat16, "b
 def test_cuda_backward_rows_plan_and_kernels() -> None:
     """plan_bwd_rows takes whole-vector rows of 65 to 256 vectors (3 to 8 per lane of a warp),
     sizes the block by the registers K needs, and every kernel it plans exists in rmsnorm.cu."""
-    from minikernel.kernels.rmsnorm import CU_FILE, plan_bwd_rows
+    from minikernel.kernels.rmsnorm import CU_FILE, ROWS_BWD_RING, RowsBwdPlan, plan_bwd_rows
 
-    sp = plan_bwd_rows(1024, torch.bfloat16)
-    assert (sp.k, sp.threads, sp.nvec) == (4, 640, 128)
+    sp = sp_k4 = plan_bwd_rows(1024, torch.bfloat16)
+    assert (sp.k, sp.threads, sp.nvec, sp.stages) == (4, 640, 128, 0)
     assert sp.smem == 2 * 1024 * 4  # two warps' dw sums at a time, 1024 floats each
     sp = plan_bwd_rows(2048, torch.bfloat16)
     assert (sp.k, sp.threads, sp.nvec) == (8, 384, 256)
@@ -542,14 +544,55 @@ def test_cuda_backward_rows_plan_and_kernels() -> None:
     assert plan_bwd_rows(2048, torch.float32) is None  # 512 vectors: past 8 per lane
     assert plan_bwd_rows(512, torch.bfloat16) is None  # 64 vectors: Triton's
     assert plan_bwd_rows(1028, torch.bfloat16) is None  # not whole vectors
+    # On sm_90 the ring: WARPS x S stages of 2 x 32 K vectors, after room for an fp32 weight.
+    ring = plan_bwd_rows(1024, torch.bfloat16, (9, 0))
+    warps, stages = ROWS_BWD_RING[4]
+    assert (ring.k, ring.threads, ring.stages) == (4, 32 * warps, stages)
+    assert ring.smem == 1024 * 4 + warps * stages * 2 * 32 * 4 * 16
+    assert ring.kernel == f"rmsnorm_bwd_ring_k4_w{warps}_s{stages}"
+    assert plan_bwd_rows(1024, torch.bfloat16, (8, 0)) == sp_k4  # elsewhere: a row at a time
+    with pytest.raises(ValueError, match="2 stages or more"):
+        RowsBwdPlan(4, 512, 128, 2, 1)
     names = compiled(CU_FILE, "sm_90").kernel_names
     for n in range(8, 4096, 8):
         for dtype, suffix in _SUFFIXES:
-            sp = plan_bwd_rows(n, dtype)
-            if sp is not None:
-                assert sp.smem <= 227 * 1024, (n, dtype, sp)  # the H200's opt-in limit
-                for w in ("", "_wf32"):
-                    assert f"{sp.kernel}_{suffix}{w}" in names, (n, dtype, sp)
+            for cc in (None, (9, 0)):
+                sp = plan_bwd_rows(n, dtype, cc)
+                if sp is not None:
+                    assert sp.smem <= 227 * 1024, (n, dtype, sp)  # the H200's opt-in limit
+                    assert sp.smem >= max(2 * n, sp.threads) * 4  # room for the dw sums
+                    assert bool(sp.stages) == (cc is not None), (n, dtype, cc)
+                    for w in ("", "_wf32"):
+                        assert f"{sp.kernel}_{suffix}{w}" in names, (n, dtype, sp)
+    rings = {name for name in names if name.startswith("rmsnorm_bwd_ring_")}
+    assert rings == {  # none unused
+        f"rmsnorm_bwd_ring_k{k}_w{w}_s{s}_{suffix}{wf}"
+        for k, (w, s) in ROWS_BWD_RING.items()
+        for _, suffix in _SUFFIXES
+        for wf in ("", "_wf32")
+    }
+
+
+def test_rows_probe_adds_its_candidates() -> None:
+    """labs/probe_rmsnorm_backward_rows.py builds its candidate rings by adding lines before a
+    marker of rmsnorm.cu: the marker is still there, and every candidate fits an H200 block."""
+    import importlib.util
+
+    from minikernel.kernels.rmsnorm import CU_FILE, RowsBwdPlan
+
+    path = Path(__file__).resolve().parent.parent / "labs" / "probe_rmsnorm_backward_rows.py"
+    spec = importlib.util.spec_from_file_location("probe_rows", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    src = CU_FILE.read_text()
+    out = probe.with_candidates(src)
+    for k, launches in probe.CANDIDATES.items():
+        for warps, stages in launches:
+            assert f"RMSNORM_BWD_RING({k}, {warps}, {stages})" in out
+            nvec = 32 * k
+            assert RowsBwdPlan(k, 32 * warps, nvec, 2, stages).smem <= 227 * 1024
+    with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
+        probe.with_candidates(src.replace(probe.END, ""))
 
 
 def test_cuda_backward_tile_plan_and_kernels() -> None:
@@ -610,6 +653,7 @@ def test_backward_cuda_plan_picks_one_kernel_per_row_length() -> None:
     assert backward_cuda_plan(8192, f32, bf16, h100) is None  # the tile is fp32 weights only
     assert backward_cuda_plan(2048, f32, f32, h100) is None  # past the warp-per-row kernel
     assert isinstance(backward_cuda_plan(1024, bf16, bf16, h100), RowsBwdPlan)
+    assert backward_cuda_plan(1024, bf16, bf16, h100).stages > 0  # the ring on sm_90
     assert isinstance(backward_cuda_plan(65536, f32, f32, h100), TileBwdPlan)
     assert backward_cuda_plan(131072, f32, None, h100).cluster == 16
     assert isinstance(backward_cuda_plan(65536, bf16, bf16, h100), TileBwdPlan)
@@ -852,6 +896,49 @@ def test_cuda_backward_rows_folded_dw(dtype: torch.dtype) -> None:
         assert torch.equal(first[1], again[1]) and torch.equal(first[0], again[0])
     _, dw_ref = reference_grads(x, w, dy, EPS)
     _close(first[1], dw_ref, float(dw_ref.abs().max()), BWD_RTOL[dtype], "dw against fp64")
+
+
+RING_SHAPES = [
+    (1, 1024),  # one row: one warp works, every other warp's ring stays empty
+    (5, 2048),  # fewer rows than a block has warps (16-bit: 8 vectors a lane)
+    (2 * 132 * 16 + 7, 1024),  # a few rows per warp, some warps one more than others
+    (7001, 520),  # 65 vectors of 16-bit (lanes past the first hold 2 or 3), 130 of fp32
+    (30011, 1000),  # many rows per warp: the ring wraps around many times
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wkind", ["same", "fp32", "none"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+@pytest.mark.parametrize("shape", RING_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_cuda_backward_ring_matches_rows(
+    shape: tuple[int, int], dtype: torch.dtype, wkind: str
+) -> None:
+    """The ring kernel does each row's arithmetic as the row-at-a-time kernel does: dx has the
+    same bits (rows it skipped or wrote twice would show), dw agrees to its rounding (the warps
+    sum other rows) and against the fp64 reference, and no dw is asked for without a weight."""
+    from minikernel.kernels.rmsnorm import _backward_rows, plan_bwd_rows
+
+    m, n = shape
+    if wkind not in _weights(dtype):
+        pytest.skip("an fp32 weight on fp32 input is the 'same' case")
+    x, w, dy = make_inputs(m, n, dtype, "cuda", seed=31 + m, with_grad_out=True)
+    w = _pick_weight(w, dtype, wkind)
+    rstd = torch.rsqrt(x.float().pow(2).mean(-1) + EPS)
+    rows, ring = plan_bwd_rows(n, dtype), plan_bwd_rows(n, dtype, (9, 0))
+    if rows is None:
+        pytest.skip("fp32 rows of 2048 are past the warp-per-row kernels (512 vectors)")
+    assert ring.stages >= 2 and not rows.stages
+    want_dx, want_dw = _backward_rows(dy, x, w, rstd, rows, torch.empty_like(x), True)
+    dx = torch.full_like(x, float("nan"))  # a row left unwritten stays NaN
+    got_dx, got_dw = _backward_rows(dy, x, w, rstd, ring, dx, True)
+    assert got_dx is dx and torch.equal(got_dx, want_dx)
+    if w is None:
+        assert got_dw is None
+        return
+    _close(got_dw, want_dw.double(), float(want_dw.double().abs().max()), BWD_RTOL[dtype], "dw")
+    _, dw_ref = reference_grads(x, w, dy, EPS)
+    _close(got_dw, dw_ref, float(dw_ref.abs().max()), BWD_RTOL[dtype], "dw against fp64")
 
 
 @pytest.mark.gpu

@@ -401,35 +401,62 @@ ROWS_BWD_SLOTS = 2
 rmsnorm.cu)."""
 
 
+ROWS_BWD_RING = {4: (12, 4), 8: (8, 3)}
+"""K -> (warps per block, stages per warp) of the warp-per-row backward with its rows' copies
+in flight ahead of it (rmsnorm_bwd_ring_k{K}_w{warps}_s{stages}): what plan_bwd_rows launches on
+sm_90, the launches an H200 side probe found fastest (labs/probe_rmsnorm_backward_rows.py; the
+fused-rmsnorm page, section 4, says what it tried). Each stage holds a row of x and of dy, 32 K
+vectors each: warps x stages x 2 KB x K of shared memory."""
+
+
 @dataclass(frozen=True)
 class RowsBwdPlan:
     k: int  # 16-byte vectors per lane and tensor: a warp holds 32 k vectors of a row
     threads: int
     nvec: int  # 16-byte vectors per row
     elem_size: int  # bytes per element of x
+    stages: int = 0  # past 0: rmsnorm_bwd_ring, a ring of this many rows per warp
+
+    def __post_init__(self) -> None:
+        if self.stages == 1 or self.stages < 0:
+            raise ValueError(f"RowsBwdPlan: a ring needs 2 stages or more, not {self.stages}")
 
     @property
     def smem(self) -> int:
-        """Dynamic shared memory of one block: ROWS_BWD_SLOTS warps' dw sums, n floats each,
-        and at least one float per thread (the folded column sums reuse it)."""
-        return max(ROWS_BWD_SLOTS * self.nvec * (16 // self.elem_size), self.threads) * 4
+        """Dynamic shared memory of one block. The ring kernel: room for an fp32 weight (a
+        16-bit one takes half) and the warps' rings, which then hold the dw sums. The other:
+        ROWS_BWD_SLOTS warps' dw sums, n floats each, and at least one float per thread (the
+        folded column sums reuse it); none without dw (the launch passes 0 then)."""
+        n = self.nvec * (16 // self.elem_size)
+        if self.stages:
+            return -(-n * 4 // 16) * 16 + self.threads // 32 * self.stages * 2 * 32 * self.k * 16
+        return max(ROWS_BWD_SLOTS * n, self.threads) * 4
 
     @property
     def kernel(self) -> str:
+        if self.stages:
+            return f"rmsnorm_bwd_ring_k{self.k}_w{self.threads // 32}_s{self.stages}"
         return f"rmsnorm_bwd_rows_kernel_k{self.k}_t{self.threads}"
 
 
-def plan_bwd_rows(n: int, dtype: torch.dtype) -> RowsBwdPlan | None:
-    """The warp-per-row CUDA backward (rmsnorm_bwd_rows_kernel_*) for rows of ``n`` elements,
-    or None: rows of whole 16-byte vectors that need 3 to 8 vectors per lane, 65 to 256 vectors
-    (16-bit dtypes: 520 to 2048 elements; fp32: 260 to 1024). Shorter and longer rows keep the
-    other backwards (Triton's; the cluster kernel from 16385 elements)."""
+def plan_bwd_rows(
+    n: int, dtype: torch.dtype, cc: tuple[int, int] | None = None
+) -> RowsBwdPlan | None:
+    """The warp-per-row CUDA backward for rows of ``n`` elements, or None: rows of whole
+    16-byte vectors that need 3 to 8 vectors per lane, 65 to 256 vectors (16-bit dtypes: 520 to
+    2048 elements; fp32: 260 to 1024). On sm_90 (``cc``) the ring kernel (ROWS_BWD_RING), on
+    other GPUs or without ``cc`` the one that reads a row at a time (rmsnorm_bwd_rows_kernel_*).
+    Shorter and longer rows keep the other backwards (Triton's; the cluster kernel from 16385
+    elements)."""
     size = torch.empty((), dtype=dtype).element_size()
     vec = 16 // size
     nvec = n // vec
     if n % vec or not 64 < nvec <= 32 * 8:
         return None
     k = 4 if nvec <= 32 * 4 else 8
+    if cc == (9, 0):
+        warps, stages = ROWS_BWD_RING[k]
+        return RowsBwdPlan(k, 32 * warps, nvec, size, stages)
     return RowsBwdPlan(k, ROWS_BWD_THREADS[(k, min(size, 4))], nvec, size)
 
 
@@ -565,7 +592,7 @@ def _backward_rows(
     wf32 = "_wf32" if w is not None and w.dtype == torch.float32 else ""
     kernel = get_kernel(CU_FILE, f"{plan.kernel}_{_SUFFIX[x.dtype]}{wf32}")
     has_dw = w is not None and need_dw
-    smem = plan.smem if has_dw else 0
+    smem = plan.smem if has_dw or plan.stages else 0
     warps = plan.threads // 32
     blocks = max(1, min(-(-m // warps), kernel.max_active_clusters(plan.threads, smem, 1)))
     # Fold the column sums of the blocks' partial rows into this kernel (a grid-wide barrier,
@@ -663,7 +690,7 @@ def backward_cuda_plan(
     if n % (16 // torch.empty((), dtype=dtype).element_size()):
         return None  # not whole 16-byte vectors
     if not knobs:
-        plan = plan_bwd_tile(n, dtype, w_dtype, cc) or plan_bwd_rows(n, dtype)
+        plan = plan_bwd_tile(n, dtype, w_dtype, cc) or plan_bwd_rows(n, dtype, cc)
         if plan is not None:
             return plan
     return plan_bwd(n, dtype, cc, **knobs)

@@ -619,6 +619,71 @@ __device__ __forceinline__ void grid_barrier(unsigned* bar) {
     __syncthreads();
 }
 
+// The end of both warp-per-row backwards (this one and rmsnorm_bwd_ring below): the block's
+// dw sums (acc, per lane as the warps hold them) as its row of dw_part, then, with `dw`, the
+// grid-wide fold of those rows into dw. `dw_slots`: shared memory for max(ROWS_BWD_SLOTS n,
+// THREADS) floats that no warp uses any more.
+template <typename W, int K, int V, int THREADS>
+__device__ __forceinline__ void rows_dw_finish(const float (&acc)[K][V], float* dw_slots,
+                                               float* dw_part, W* dw, unsigned* bar,
+                                               long long n, int nvec) {
+    constexpr int WARPS = THREADS / 32;
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    // The block's dw: ROWS_BWD_SLOTS warps at a time put their sums in shared memory, and each
+    // thread adds them, in warp order, to the columns it owns (threadIdx.x + c * THREADS).
+    // Room for every warp at once (up to 96 KB) measured 2-3 us slower on the H200: the
+    // shared memory it takes from L1 slowed the whole kernel, not only this step.
+    constexpr int CEIL = (32 * K * V + THREADS - 1) / THREADS;  // columns per thread, at most
+    float colsum[CEIL];
+#pragma unroll
+    for (int c = 0; c < CEIL; ++c) colsum[c] = 0.0f;
+    for (int first = 0; first < WARPS; first += ROWS_BWD_SLOTS) {
+        if (warp >= first && warp < first + ROWS_BWD_SLOTS) {
+            store_sums(dw_slots + static_cast<long long>(warp - first) * n, acc, lane, 32, nvec);
+        }
+        __syncthreads();  // these warps' sums are in the slots
+#pragma unroll
+        for (int c = 0; c < CEIL; ++c) {
+            const long long j = threadIdx.x + static_cast<long long>(c) * THREADS;
+            if (j < n) {
+#pragma unroll
+                for (int s = 0; s < ROWS_BWD_SLOTS; ++s)
+                    if (first + s < WARPS) colsum[c] += dw_slots[static_cast<long long>(s) * n + j];
+            }
+        }
+        __syncthreads();  // everyone has read the slots before the next warps write them
+    }
+    float* out = dw_part + static_cast<long long>(blockIdx.x) * n;
+#pragma unroll
+    for (int c = 0; c < CEIL; ++c) {
+        const long long j = threadIdx.x + static_cast<long long>(c) * THREADS;
+        if (j < n) out[j] = colsum[c];
+    }
+    if (!dw) return;  // reduce_dw adds the blocks' rows in a second kernel
+    // Folded: every block's row is written once all have met; block b then adds up columns
+    // [b C, b C + C) of all P rows. Thread t takes column t % C and rows g, g + G, ... with
+    // g = t / C (G groups of C threads), and the first C threads add the G group sums in group
+    // order: the same order on every run.
+    grid_barrier(bar);
+    const int P = gridDim.x;
+    const int C = static_cast<int>((n + P - 1) / P);
+    const int G = THREADS / C;  // C <= 2048 / 132 < THREADS on any GPU with >= 8 SMs (host checks)
+    const int t = threadIdx.x;
+    const long long col = static_cast<long long>(blockIdx.x) * C + t % C;
+    float s = 0.0f;
+    if (t < G * C && col < n) {
+        for (int p = t / C; p < P; p += G) s += __ldcg(dw_part + static_cast<long long>(p) * n + col);
+    }
+    dw_slots[t] = s;  // THREADS floats: the slots hold 2 n >= THREADS (host checks)
+    __syncthreads();
+    if (t < C && col < n) {
+        float total = 0.0f;
+        for (int g = 0; g < G; ++g) total += dw_slots[g * C + t];
+        dw[col] = from_float<W>(total);
+    }
+}
+
 template <typename T, typename W, int K, int THREADS>
 __device__ __forceinline__ void rmsnorm_bwd_rows(const T* dy, const T* x, const W* w,
                                                  const float* rstd, T* dx, float* dw_part,
@@ -675,58 +740,7 @@ __device__ __forceinline__ void rmsnorm_bwd_rows(const T* dy, const T* x, const 
         }
     }
     if (!dw_part) return;  // the same for every thread: no barrier is skipped by some only
-    // The block's dw: ROWS_BWD_SLOTS warps at a time put their sums in shared memory, and each
-    // thread adds them, in warp order, to the columns it owns (threadIdx.x + c * THREADS).
-    // Room for every warp at once (up to 96 KB) measured 2-3 us slower on the H200: the
-    // shared memory it takes from L1 slowed the whole kernel, not only this step.
-    constexpr int CEIL = (32 * K * V + THREADS - 1) / THREADS;  // columns per thread, at most
-    float colsum[CEIL];
-#pragma unroll
-    for (int c = 0; c < CEIL; ++c) colsum[c] = 0.0f;
-    for (int first = 0; first < WARPS; first += ROWS_BWD_SLOTS) {
-        if (warp >= first && warp < first + ROWS_BWD_SLOTS) {
-            store_sums(dw_slots + static_cast<long long>(warp - first) * n, acc, lane, 32, nvec);
-        }
-        __syncthreads();  // these warps' sums are in the slots
-#pragma unroll
-        for (int c = 0; c < CEIL; ++c) {
-            const long long j = threadIdx.x + static_cast<long long>(c) * THREADS;
-            if (j < n) {
-#pragma unroll
-                for (int s = 0; s < ROWS_BWD_SLOTS; ++s)
-                    if (first + s < WARPS) colsum[c] += dw_slots[static_cast<long long>(s) * n + j];
-            }
-        }
-        __syncthreads();  // everyone has read the slots before the next warps write them
-    }
-    float* out = dw_part + static_cast<long long>(blockIdx.x) * n;
-#pragma unroll
-    for (int c = 0; c < CEIL; ++c) {
-        const long long j = threadIdx.x + static_cast<long long>(c) * THREADS;
-        if (j < n) out[j] = colsum[c];
-    }
-    if (!dw) return;  // reduce_dw adds the blocks' rows in a second kernel
-    // Folded: every block's row is written once all have met; block b then adds up columns
-    // [b C, b C + C) of all P rows. Thread t takes column t % C and rows g, g + G, ... with
-    // g = t / C (G groups of C threads), and the first C threads add the G group sums in group
-    // order: the same order on every run.
-    grid_barrier(bar);
-    const int P = gridDim.x;
-    const int C = static_cast<int>((n + P - 1) / P);
-    const int G = THREADS / C;  // C <= 2048 / 132 < THREADS on any GPU with >= 8 SMs (host checks)
-    const int t = threadIdx.x;
-    const long long col = static_cast<long long>(blockIdx.x) * C + t % C;
-    float s = 0.0f;
-    if (t < G * C && col < n) {
-        for (int p = t / C; p < P; p += G) s += __ldcg(dw_part + static_cast<long long>(p) * n + col);
-    }
-    dw_slots[t] = s;  // THREADS floats: the slots hold 2 n >= THREADS (host checks)
-    __syncthreads();
-    if (t < C && col < n) {
-        float total = 0.0f;
-        for (int g = 0; g < G; ++g) total += dw_slots[g * C + t];
-        dw[col] = from_float<W>(total);
-    }
+    rows_dw_finish<W, K, V, THREADS>(acc, dw_slots, dw_part, dw, bar, n, nvec);
 }
 
 #define RMSNORM_BWD_ROWS_ENTRY(SUFFIX, T, W, WSUFFIX, K, THREADS)                              \
@@ -853,6 +867,138 @@ __device__ __forceinline__ void tile_close(float* out, const float (&acc)[VPT][V
                 make_float4(acc[k][c], acc[k][c + 1], acc[k][c + 2], acc[k][c + 3]);
 }
 // --8<-- [end:backward_tile_parts]
+
+// --8<-- [start:backward_ring]
+// The warp-per-row backward with its next rows already on their way. rmsnorm_bwd_rows has one
+// row per warp in flight at most: a warp asks for its row, waits for it, sums, writes dx, and
+// only then asks for the next, so between its rows it has nothing to read. Here each warp owns
+// a ring of S shared-memory stages and copies row i + S - 1 into it (cp.async, past L1) before
+// it works on row i: S - 1 rows per warp are always on their way while it computes. Each lane
+// copies and reads back only its own vectors (lane l: vectors l, l + 32, ..., K of them per
+// tensor, as in rmsnorm_bwd_rows), so cp.async's wait orders a lane's copies before its own
+// reads, and no barrier or warp sync guards the ring. The row's rstd rides along in registers,
+// loaded when its copies are issued. The weights are copied into shared memory once (ahead of
+// the ring), the dx and dw arithmetic and the end (rows_dw_finish) are rmsnorm_bwd_rows's, so
+// dx has the same bits. Dynamic shared memory: the weights (n W's, rounded up to 16 bytes),
+// then WARPS x S stages of 2 x 32 K vectors (ring_smem_bytes on the host).
+template <typename T, typename W, int K, int WARPS, int S>
+__device__ __forceinline__ void rmsnorm_bwd_ring(const T* dy, const T* x, const W* w,
+                                                 const float* rstd, T* dx, float* dw_part,
+                                                 W* dw, unsigned* bar, long long m, int nvec) {
+    static_assert(S >= 2, "a ring of one stage has nothing in flight ahead of the warp");
+    constexpr int V = Vec<T>::N;
+    constexpr int THREADS = WARPS * 32;
+    constexpr int STAGE = 2 * 32 * K;  // 16-byte vectors per stage: x's, then dy's
+    extern __shared__ __align__(16) uint4 ring_smem[];
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const long long n = static_cast<long long>(nvec) * V;
+    const int wvec = static_cast<int>((n * static_cast<long long>(sizeof(W)) + 15) / 16);
+    if (w) {
+        for (int i = threadIdx.x; i < wvec; i += THREADS)
+            ring_smem[i] = __ldg(reinterpret_cast<const uint4*>(w) + i);
+    }
+    __syncthreads();  // the weights are in place (the only barrier before the end)
+    const W* ws = reinterpret_cast<const W*>(ring_smem);
+    uint4* ring = ring_smem + wvec + warp * (S * STAGE) + lane;
+    const long long stride = static_cast<long long>(gridDim.x) * WARPS;
+    const long long first = static_cast<long long>(blockIdx.x) * WARPS + warp;
+    // Row `row`'s vectors of x and dy into stage `slot`, closed as one group of copies (an
+    // empty group past the last row, so that every iteration waits for the same count).
+    auto issue = [&](long long row, int slot) {
+        if (row < m) {
+            const T* xr = x + row * n;
+            const T* dr = dy + row * n;
+            uint4* st = ring + slot * STAGE;
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const int i = lane + 32 * k;
+                if (i < nvec) {
+                    cp_async16_l2(st + 32 * k, xr + static_cast<long long>(i) * V);
+                    cp_async16_l2(st + 32 * (K + k), dr + static_cast<long long>(i) * V);
+                }
+            }
+        }
+        cp_async_commit();
+    };
+    float rq[S];  // rstd of the rows in the ring, oldest first
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+        const long long row = first + s * stride;
+        rq[s] = row < m ? rstd[row] : 0.0f;
+        issue(row, s);
+    }
+    float acc[K][V];
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[k][e] = 0.0f;
+    int slot = 0;
+    for (long long row = first; row < m; row += stride) {
+        const long long ahead = row + (S - 1) * stride;
+        issue(ahead, slot == 0 ? S - 1 : slot - 1);  // the stage row - stride used
+        rq[S - 1] = ahead < m ? rstd[ahead] : 0.0f;
+        cp_async_wait_groups<S - 1>();  // this lane's copies of `row` have landed
+        const float r = rq[0];
+#pragma unroll
+        for (int s = 0; s < S - 1; ++s) rq[s] = rq[s + 1];
+        const uint4* st = ring + slot * STAGE;
+        float dot = 0.0f;  // this lane's share of sum_j dy_j w_j x_j
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int i = lane + 32 * k;
+            if (i < nvec) {
+                const Vec<T> xv = *reinterpret_cast<const Vec<T>*>(st + 32 * k);
+                const Vec<T> dv = *reinterpret_cast<const Vec<T>*>(st + 32 * (K + k));
+                float wf[V];
+                staged_weights<W, V>(w, ws + static_cast<long long>(i) * V, wf);
+#pragma unroll
+                for (int e = 0; e < V; ++e) dot += to_float(dv.v[e]) * wf[e] * to_float(xv.v[e]);
+            }
+        }
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+        const float coef = dot * r * r * r / static_cast<float>(n);
+        T* dxr = dx + row * n;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int i = lane + 32 * k;
+            if (i < nvec) {
+                const Vec<T> xv = *reinterpret_cast<const Vec<T>*>(st + 32 * k);
+                const Vec<T> dv = *reinterpret_cast<const Vec<T>*>(st + 32 * (K + k));
+                float wf[V];
+                staged_weights<W, V>(w, ws + static_cast<long long>(i) * V, wf);
+                store_vec(dxr + static_cast<long long>(i) * V,
+                          dx_and_dw<T, V>(xv, dv, wf, r, coef, acc[k]));
+            }
+        }
+        slot = slot == S - 1 ? 0 : slot + 1;
+    }
+    cp_async_wait_groups<0>();  // the empty groups past the last row
+    if (!dw_part) return;  // the same for every thread: no barrier is skipped by some only
+    __syncthreads();  // every warp is done with its ring: it holds the dw sums from here
+    rows_dw_finish<W, K, V, THREADS>(acc, reinterpret_cast<float*>(ring_smem), dw_part, dw, bar,
+                                     n, nvec);
+}
+
+#define RMSNORM_BWD_RING_ENTRY(SUFFIX, T, W, WSUFFIX, K, WARPS, S)                              \
+    extern "C" __global__ void __launch_bounds__(WARPS * 32, 1)                                \
+        rmsnorm_bwd_ring_k##K##_w##WARPS##_s##S##_##SUFFIX##WSUFFIX(                            \
+            const T* dy, const T* x, const W* w, const float* rstd, T* dx, float* dw_part,     \
+            W* dw, unsigned* bar, long long m, int nvec) {                                     \
+        rmsnorm_bwd_ring<T, W, K, WARPS, S>(dy, x, w, rstd, dx, dw_part, dw, bar, m, nvec);    \
+    }
+#define RMSNORM_BWD_RING(K, WARPS, S)                                                           \
+    RMSNORM_BWD_RING_ENTRY(f32, float, float, , K, WARPS, S)                                   \
+    RMSNORM_BWD_RING_ENTRY(f32, float, float, _wf32, K, WARPS, S)                              \
+    RMSNORM_BWD_RING_ENTRY(f16, mk_half, mk_half, , K, WARPS, S)                               \
+    RMSNORM_BWD_RING_ENTRY(f16, mk_half, float, _wf32, K, WARPS, S)                            \
+    RMSNORM_BWD_RING_ENTRY(bf16, mk_bf16, mk_bf16, , K, WARPS, S)                              \
+    RMSNORM_BWD_RING_ENTRY(bf16, mk_bf16, float, _wf32, K, WARPS, S)
+// What plan_bwd_rows launches on sm_90 (ROWS_BWD_RING in __init__.py).
+RMSNORM_BWD_RING(4, 12, 4)
+RMSNORM_BWD_RING(8, 8, 3)
+// --8<-- [end:backward_ring]
 
 // --8<-- [start:backward_tile]
 // The fp32 backward for rows of exactly THREADS x VPT vectors (4096, 8192 and 16384 elements:
