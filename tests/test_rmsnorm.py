@@ -573,17 +573,23 @@ def test_cuda_backward_rows_plan_and_kernels() -> None:
     }
 
 
+def _lab_script(name: str):  # type: ignore[no-untyped-def]
+    """A script of labs/ imported as a module (its main() is not run)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "labs" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_rows_probe_adds_its_candidates() -> None:
     """labs/probe_rmsnorm_backward_rows.py builds its candidate rings by adding lines before a
     marker of rmsnorm.cu: the marker is still there, and every candidate fits an H200 block."""
-    import importlib.util
-
     from minikernel.kernels.rmsnorm import CU_FILE, RowsBwdPlan
 
-    path = Path(__file__).resolve().parent.parent / "labs" / "probe_rmsnorm_backward_rows.py"
-    spec = importlib.util.spec_from_file_location("probe_rows", path)
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    probe = _lab_script("probe_rmsnorm_backward_rows")
     src = CU_FILE.read_text()
     out = probe.with_candidates(src)
     for k, launches in probe.CANDIDATES.items():
@@ -593,6 +599,33 @@ def test_rows_probe_adds_its_candidates() -> None:
             assert RowsBwdPlan(k, 32 * warps, nvec, 2, stages).smem <= 227 * 1024
     with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
         probe.with_candidates(src.replace(probe.END, ""))
+
+
+def test_forward_rung4_probe_builds_its_variants() -> None:
+    """labs/probe_rmsnorm_forward_rung4.py edits rmsnorm.cu's rung 4 by text: every line it
+    replaces is still there once, each variant carries its edit, and each timed launch covers
+    the row exactly."""
+    from minikernel.kernels.rmsnorm import CU_FILE, plan4
+
+    probe = _lab_script("probe_rmsnorm_forward_rung4")
+    src = CU_FILE.read_text()
+    out = probe.variants(src)
+    assert out["shipped"] == src
+    assert "prefetch.global.L1" in out["wpf"] and "prefetch.global.L1" not in src
+    for name in ("v8", "v8_wpf"):
+        assert "constexpr int KERNEL4_VECS = 8;" in out[name]
+        for threads, cluster in probe.V8_SHAPES:
+            assert f"RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, {threads}, {cluster})" in out[name]
+    for _, n, dtype_name in probe.SHAPES:
+        dtype = getattr(torch, dtype_name)
+        nvec = n // (16 // dtype.itemsize)
+        runs = probe.launches(n, dtype)
+        assert runs[0][2] == plan4(1, n, dtype, (9, 0)) and len(runs) >= 4
+        for _, variant, plan in runs:
+            per_thread = 8 if variant.startswith("v8") else 4
+            assert plan.cluster * plan.per_block == nvec == plan.cluster * plan.threads * per_thread
+    with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
+        probe.variants(src.replace(probe.VECS, ""))
 
 
 def test_cuda_backward_tile_plan_and_kernels() -> None:

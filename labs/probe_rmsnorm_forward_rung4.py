@@ -1,0 +1,176 @@
+"""What holds RMSNorm's rung 4 (cuda:4) behind QuACK on long rows: the weights, or the block shape.
+
+    python labs/probe_rmsnorm_forward_rung4.py              # the lab's long rows, 5 rounds
+    python labs/probe_rmsnorm_forward_rung4.py --rounds 3 --n 131072
+
+Rung 4 (rmsnorm4 in rmsnorm.cu) loads its slice of x into registers, sums the squares, exchanges
+the sum over its cluster, and only then loads its slice of the weights (an L1 or L2 hit) before
+it writes y. QuACK's forward loads the weights before the reduction, and holds twice as many
+16-byte vectors per thread (256 threads x 8 where rung 4 has 512 x 4). This probe builds
+variants of rmsnorm.cu by editing its text:
+
+    wpf      the weights prefetched into L1 (prefetch.global.L1) right after the x loads
+    v8       8 vectors per thread: blocks of 256 threads (32 KB) or 512 (64 KB)
+    v8_wpf   both
+
+checks each against the shipped kernel's output, and times them with it and QuACK (where it is
+installed) in interleaved rounds. The fused-rmsnorm page (section 6, rung 4) says what an H200
+showed. It prints, it writes nothing: the course's numbers come from ``nox -s labs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import tempfile
+from pathlib import Path
+
+import torch
+
+import minikernel.kernels.rmsnorm as rn
+from minikernel.bench.ceilings import copy_GBps
+from minikernel.bench.timing import time_gpu
+
+SHAPES = [  # (rows, row length, dtype): the lab's rows where rung 4 is ours at its fastest
+    (32768, 131072, "bfloat16"),
+    (32768, 65536, "bfloat16"),
+    (32768, 32768, "bfloat16"),
+    (16384, 131072, "float32"),
+    (16384, 65536, "float32"),
+]
+LOADS = """        if (i < s.count) xv[k] = load_vec_plain(xr + static_cast<long long>(i) * V);
+    }
+"""
+PREFETCH = """        if (i < s.count) xv[k] = load_vec_plain(xr + static_cast<long long>(i) * V);
+    }
+    if (wr) {  // probe: this thread's weights into L1 now; load_weights reads them later
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int i = tid + k * THREADS;
+            if (i < s.count)
+                asm volatile("prefetch.global.L1 [%0];" ::"l"(wr + static_cast<long long>(i) * V));
+        }
+    }
+"""
+VECS = "constexpr int KERNEL4_VECS = 4;"
+BOUNDS = "        __launch_bounds__(THREADS, 2048 / THREADS)"  # the entry macro's, not its comment
+# The entry list of RMSNORM4_WEIGHT: lines of RMSNORM4_ENTRY(..., threads, cluster), continued.
+ENTRIES = re.compile(
+    r"(?:    RMSNORM4_ENTRY\(SUFFIX, T, W, WSUFFIX, \d+, \d+\) +\\\n)+"
+    r"    RMSNORM4_ENTRY\(SUFFIX, T, W, WSUFFIX, \d+, \d+\)\n"
+)
+V8_SHAPES = ((256, 2), (256, 4), (256, 8), (256, 16), (512, 2), (512, 4), (512, 8))
+
+
+def variants(src: str) -> dict[str, str]:
+    """The kernel source and the three edited copies. Fails if rmsnorm.cu no longer has the
+    lines the edits replace (each exactly once)."""
+    for text in (LOADS, VECS, BOUNDS, ENTRIES):
+        found = len(text.findall(src)) if isinstance(text, re.Pattern) else src.count(text)
+        if found != 1:
+            what = text.pattern if isinstance(text, re.Pattern) else text
+            raise SystemExit(f"probe_rmsnorm_forward_rung4: rmsnorm.cu changed; update:\n{what}")
+    entries = "".join(
+        f"    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, {t}, {c}) \\\n" for t, c in V8_SHAPES
+    ).rstrip(" \\\n")
+    v8 = src.replace(VECS, "constexpr int KERNEL4_VECS = 8;").replace(
+        BOUNDS, "        __launch_bounds__(THREADS, 1024 / THREADS)"
+    )
+    v8 = ENTRIES.sub(lambda _: entries + "\n", v8)
+    return {
+        "shipped": src,
+        "wpf": src.replace(LOADS, PREFETCH),
+        "v8": v8,
+        "v8_wpf": v8.replace(LOADS, PREFETCH),
+    }
+
+
+def launches(n: int, dtype: torch.dtype) -> list[tuple[str, str, rn.SlicePlan]]:
+    """(name, variant, plan) for every launch timed at rows of n elements."""
+    nvec = n // (16 // torch.empty((), dtype=dtype).element_size())
+    shipped = rn.plan4(1, n, dtype, (9, 0))
+    out = [
+        (f"shipped t{shipped.threads} c{shipped.cluster}", "shipped", shipped),
+        (f"wpf t{shipped.threads} c{shipped.cluster}", "wpf", shipped),
+    ]
+    for threads, cluster in V8_SHAPES:
+        if threads * 8 * cluster == nvec:  # blocks of exactly 8 vectors a thread
+            plan = rn.SlicePlan(cluster, nvec // cluster, threads)
+            out += [(f"{v} t{threads} c{cluster}", v, plan) for v in ("v8", "v8_wpf")]
+    return out
+
+
+def probe(
+    m: int, n: int, dtype_name: str, files: dict[str, Path], rounds: int, gbps: float
+) -> None:
+    dtype = getattr(torch, dtype_name)
+    x, w = rn.make_inputs(m, n, dtype, "cuda", 1)[:2]
+    eps = rn.EPS
+    rstd = torch.empty(m, device="cuda", dtype=torch.float32)
+    real = rn.CU_FILE
+
+    def launcher(variant: str, plan: rn.SlicePlan, out: torch.Tensor):  # type: ignore[no-untyped-def]
+        def run() -> torch.Tensor:
+            rn.CU_FILE = files[variant]
+            try:
+                return rn._launch_slices(4, plan, x, w, out, eps, rstd, 0)
+            finally:
+                rn.CU_FILE = real
+
+        return run
+
+    ref = launcher("shipped", rn.plan4(m, n, dtype, (9, 0)), torch.empty_like(x))().clone()
+    scale = float(ref.float().abs().max())
+    tol = (1e-5 if dtype == torch.float32 else 2**-7) * scale  # the sum's order may differ
+    y = torch.empty_like(x)
+    cands = {}
+    for name, variant, plan in launches(n, dtype):
+        got = launcher(variant, plan, torch.empty_like(x))()
+        err = float((got.float() - ref.float()).abs().max())
+        print(f"  {n} {dtype_name} {name}: max diff {err:.3g} {'ok' if err <= tol else 'WRONG'}")
+        if err <= tol:
+            cands[name] = launcher(variant, plan, y)
+    try:
+        quack = rn.make_runner("quack", [m, n], dtype, "fwd", seed=1)
+        quack()
+        cands["quack"] = quack
+    except Exception as exc:  # a probe: say why and go on
+        print(f"  quack: {type(exc).__name__}: {exc}")
+    best = {name: float("inf") for name in cands}
+    for _ in range(rounds):
+        for name, fn in cands.items():
+            best[name] = min(best[name], time_gpu(fn, graph=False).median_us)
+    ideal = rn.fwd_bytes(m, n, dtype, dtype) / (gbps * 1e3)
+    print(f"{m} x {n} {dtype_name}: the model at the ceiling {ideal:.0f} us")
+    for name, us in sorted(best.items(), key=lambda kv: kv[1]):
+        print(f"  {name:24s} {us:9.1f} us  {ideal / us:.3f} of the ceiling", flush=True)
+
+
+def write_variants(folder: Path) -> dict[str, Path]:
+    """Each variant of rmsnorm.cu as a file in ``folder`` (headers come from CUDA_DIR)."""
+    files = {}
+    for name, text in variants(rn.CU_FILE.read_text()).items():
+        files[name] = folder / f"rmsnorm_rung4_{name}.cu"
+        files[name].write_text(text)
+    return files
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per shape")
+    parser.add_argument("--n", type=int, nargs="*", choices=sorted({n for _, n, _ in SHAPES}))
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("probe_rmsnorm_forward_rung4: needs a CUDA GPU")
+    gbps = copy_GBps()
+    print(f"copy ceiling {gbps:.0f} GB/s", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        files = write_variants(Path(tmp))
+        for m, n, dtype_name in SHAPES:
+            if not args.n or n in args.n:
+                probe(m, n, dtype_name, files, args.rounds, gbps)
+                torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
