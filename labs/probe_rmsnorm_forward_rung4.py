@@ -1,7 +1,7 @@
 """What holds RMSNorm's rung 4 (cuda:4) behind QuACK on long rows: the weights, or the block shape.
 
     python labs/probe_rmsnorm_forward_rung4.py              # the lab's long rows, 5 rounds
-    python labs/probe_rmsnorm_forward_rung4.py --rounds 3 --n 131072
+    python labs/probe_rmsnorm_forward_rung4.py --rounds 3 --n 131072 --variants big big_wb
 
 Rung 4 (rmsnorm4 in rmsnorm.cu) loads its slice of x into registers, sums the squares, exchanges
 the sum over its cluster, and only then loads its slice of the weights (an L1 or L2 hit) before
@@ -12,6 +12,12 @@ variants of rmsnorm.cu by editing its text:
     wpf      the weights prefetched into L1 (prefetch.global.L1) right after the x loads
     v8       8 vectors per thread: blocks of 256 threads (32 KB) or 512 (64 KB)
     v8_wpf   both
+    big      the shipped kernel, plus blocks of 1024 threads (64 KB) over clusters of 2 and 4
+             for the 16-bit rows and fp32 rows of 256 KB (shipped: 512 threads, 32 KB)
+    big_wb   big with plain stores of y (st.global) where the shipped kernel streams them
+             (.cs, evict-first), as QuACK's stores are plain
+
+(big and big_wb were written after the H200 run the page reports and have not run on a GPU.)
 
 checks each against the shipped kernel's output, and times them with it and QuACK (where it is
 installed) in interleaved rounds. The fused-rmsnorm page (section 6, rung 4) says what an H200
@@ -60,12 +66,19 @@ ENTRIES = re.compile(
     r"    RMSNORM4_ENTRY\(SUFFIX, T, W, WSUFFIX, \d+, \d+\)\n"
 )
 V8_SHAPES = ((256, 2), (256, 4), (256, 8), (256, 16), (512, 2), (512, 4), (512, 8))
+VARIANTS = ("wpf", "v8", "v8_wpf", "big", "big_wb")
+BIG_SHAPES = ((1024, 2), (1024, 4))  # added to the shipped entries in "big"
+STORE = "            store_vec(yr + static_cast<long long>(i) * V, out);\n"
+PLAIN_STORE = (
+    "            *reinterpret_cast<uint4*>(yr + static_cast<long long>(i) * V) =\n"
+    "                *reinterpret_cast<const uint4*>(&out);  // probe: a plain store\n"
+)
 
 
 def variants(src: str) -> dict[str, str]:
     """The kernel source and the three edited copies. Fails if rmsnorm.cu no longer has the
     lines the edits replace (each exactly once)."""
-    for text in (LOADS, VECS, BOUNDS, ENTRIES):
+    for text in (LOADS, VECS, BOUNDS, ENTRIES, STORE):
         found = len(text.findall(src)) if isinstance(text, re.Pattern) else src.count(text)
         if found != 1:
             what = text.pattern if isinstance(text, re.Pattern) else text
@@ -77,11 +90,18 @@ def variants(src: str) -> dict[str, str]:
         BOUNDS, "        __launch_bounds__(THREADS, 1024 / THREADS)"
     )
     v8 = ENTRIES.sub(lambda _: entries + "\n", v8)
+    shipped_entries = ENTRIES.search(src).group(0).rstrip("\n")
+    more = "".join(
+        f" \\\n    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, {t}, {c})" for t, c in BIG_SHAPES
+    )
+    big = ENTRIES.sub(lambda _: shipped_entries + more + "\n", src)
     return {
         "shipped": src,
         "wpf": src.replace(LOADS, PREFETCH),
         "v8": v8,
         "v8_wpf": v8.replace(LOADS, PREFETCH),
+        "big": big,
+        "big_wb": big.replace(STORE, PLAIN_STORE),
     }
 
 
@@ -97,11 +117,22 @@ def launches(n: int, dtype: torch.dtype) -> list[tuple[str, str, rn.SlicePlan]]:
         if threads * 8 * cluster == nvec:  # blocks of exactly 8 vectors a thread
             plan = rn.SlicePlan(cluster, nvec // cluster, threads)
             out += [(f"{v} t{threads} c{cluster}", v, plan) for v in ("v8", "v8_wpf")]
+    out.append((f"big_wb t{shipped.threads} c{shipped.cluster}", "big_wb", shipped))
+    for threads, cluster in BIG_SHAPES:
+        if threads * 4 * cluster == nvec:  # blocks of exactly 4 vectors a thread
+            plan = rn.SlicePlan(cluster, nvec // cluster, threads)
+            out += [(f"{v} t{threads} c{cluster}", v, plan) for v in ("big", "big_wb")]
     return out
 
 
 def probe(
-    m: int, n: int, dtype_name: str, files: dict[str, Path], rounds: int, gbps: float
+    m: int,
+    n: int,
+    dtype_name: str,
+    files: dict[str, Path],
+    rounds: int,
+    gbps: float,
+    only: list[str] | None = None,
 ) -> None:
     dtype = getattr(torch, dtype_name)
     x, w = rn.make_inputs(m, n, dtype, "cuda", 1)[:2]
@@ -125,6 +156,8 @@ def probe(
     y = torch.empty_like(x)
     cands = {}
     for name, variant, plan in launches(n, dtype):
+        if only and variant != "shipped" and variant not in only:
+            continue
         got = launcher(variant, plan, torch.empty_like(x))()
         err = float((got.float() - ref.float()).abs().max())
         print(f"  {n} {dtype_name} {name}: max diff {err:.3g} {'ok' if err <= tol else 'WRONG'}")
@@ -159,6 +192,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per shape")
     parser.add_argument("--n", type=int, nargs="*", choices=sorted({n for _, n, _ in SHAPES}))
+    parser.add_argument("--variants", nargs="*", choices=VARIANTS, help="which to time")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("probe_rmsnorm_forward_rung4: needs a CUDA GPU")
@@ -168,7 +202,7 @@ def main() -> None:
         files = write_variants(Path(tmp))
         for m, n, dtype_name in SHAPES:
             if not args.n or n in args.n:
-                probe(m, n, dtype_name, files, args.rounds, gbps)
+                probe(m, n, dtype_name, files, args.rounds, gbps, args.variants)
                 torch.cuda.empty_cache()
 
 
