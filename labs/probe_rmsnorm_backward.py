@@ -28,7 +28,7 @@ import torch
 
 import minikernel.kernels.rmsnorm as rn
 from minikernel.bench.ceilings import copy_GBps
-from minikernel.bench.timing import time_gpu
+from minikernel.bench.probe import race
 
 SHAPES = [
     (16384, 131072, torch.float32),
@@ -77,12 +77,15 @@ def probe_shape(
     x, w, dy = rn.make_inputs(m, n, dtype, "cuda", 1, with_grad_out=True)
     rstd = torch.rsqrt(x.float().pow(2).mean(-1) + rn.EPS)
     dx = torch.empty_like(x)
-    best = {name: float("inf") for name in files}
-    for _ in range(rounds):
-        for name, path in files.items():
+
+    def run_with(path: Path):  # type: ignore[no-untyped-def]
+        def run() -> None:
             rn.CU_FILE = path  # _backward_cuda loads its kernel from CU_FILE
-            t = time_gpu(lambda: rn._backward_cuda(dy, x, w, rstd, dx=dx), graph=False)
-            best[name] = min(best[name], t.median_us)
+            rn._backward_cuda(dy, x, w, rstd, dx=dx)
+
+        return run
+
+    best = race({name: run_with(path) for name, path in files.items()}, rounds)
     ideal = rn.bwd_bytes(m, n, dtype, w.dtype) / (gbps * 1e3)
     print(
         f"\n{m} x {n} {str(dtype).removeprefix('torch.')}: the model at the ceiling {ideal:.0f} us"

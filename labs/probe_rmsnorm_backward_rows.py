@@ -25,7 +25,7 @@ import torch
 import minikernel.kernels.rmsnorm as rn
 import minikernel.kernels.rmsnorm.triton_kernels as tk
 from minikernel.bench.ceilings import copy_GBps
-from minikernel.bench.timing import time_gpu
+from minikernel.bench.probe import add_peer, race, report
 
 # K (16-byte vectors per lane and tensor) -> (warps per block, stages per warp). A stage is
 # 2 KB x K; every candidate stays under the H200's 227 KB of shared memory per block.
@@ -77,20 +77,9 @@ def probe(m: int, n: int, dtype_name: str, rounds: int, gbps: float) -> None:
         )
         if ok:
             cands[name] = lambda p=plan: rn._backward_rows(dy, x, w, rstd, p, dx, True)
-    try:
-        quack = rn.make_runner("quack", [m, n], dtype, "bwd", seed=1)
-        quack()
-        cands["quack"] = quack
-    except Exception as exc:  # a probe: say why and go on
-        print(f"  quack: {type(exc).__name__}: {exc}")
-    best = {name: float("inf") for name in cands}
-    for _ in range(rounds):
-        for name, fn in cands.items():
-            best[name] = min(best[name], time_gpu(fn, graph=False).median_us)
+    add_peer(cands, "quack", lambda: rn.make_runner("quack", [m, n], dtype, "bwd", seed=1))
     ideal = rn.bwd_bytes(m, n, dtype, dtype) / (gbps * 1e3)
-    print(f"{m} x {n} {dtype_name}: the model at the ceiling {ideal:.1f} us")
-    for name, us in sorted(best.items(), key=lambda kv: kv[1]):
-        print(f"  {name:28s} {us:9.1f} us  {ideal / us:.3f} of the ceiling", flush=True)
+    report(f"{m} x {n} {dtype_name}", ideal, race(cands, rounds))
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ import torch
 import minikernel.kernels.rmsnorm as rn
 import minikernel.kernels.rmsnorm.triton_kernels as tk
 from minikernel.bench.ceilings import copy_GBps
-from minikernel.bench.timing import time_gpu
+from minikernel.bench.probe import add_peer, race, report
 
 CANDIDATES = {  # (n, x's dtype) -> (threads, vectors per thread, weights in registers[, cluster])
     (4096, "float32"): [(256, 4, True), (256, 4, False), (128, 8, True)],
@@ -97,20 +97,9 @@ def probe(n: int, dtype_name: str, rounds: int, gbps: float) -> None:
         print(f"  {n} {dtype_name} {name}: dx {err:.3g}, dw rel {derr:.3g} {verdict}")
         if verdict == "ok":
             cands[name] = lambda p=plan: rn._backward_tile(dy, x, w, rstd, p, dx, True)
-    try:
-        quack = rn.make_runner("quack", [m, n], dtype, "bwd", seed=1)
-        quack()
-        cands["quack"] = quack
-    except Exception as exc:  # a probe: say why and go on
-        print(f"  quack: {type(exc).__name__}: {exc}")
-    best = {name: float("inf") for name in cands}
-    for _ in range(rounds):
-        for name, fn in cands.items():
-            best[name] = min(best[name], time_gpu(fn, graph=False).median_us)
+    add_peer(cands, "quack", lambda: rn.make_runner("quack", [m, n], dtype, "bwd", seed=1))
     ideal = rn.bwd_bytes(m, n, dtype, dtype) / (gbps * 1e3)
-    print(f"{m} x {n} {dtype_name}: the model at the ceiling {ideal:.0f} us")
-    for name, us in sorted(best.items(), key=lambda kv: kv[1]):
-        print(f"  {name:24s} {us:9.1f} us  {ideal / us:.3f} of the ceiling", flush=True)
+    report(f"{m} x {n} {dtype_name}", ideal, race(cands, rounds), width=24)
 
 
 def main() -> None:

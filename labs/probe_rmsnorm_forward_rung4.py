@@ -35,7 +35,7 @@ import torch
 
 import minikernel.kernels.rmsnorm as rn
 from minikernel.bench.ceilings import copy_GBps
-from minikernel.bench.timing import time_gpu
+from minikernel.bench.probe import add_peer, race, report
 
 SHAPES = [  # (rows, row length, dtype): the lab's rows where rung 4 is ours at its fastest
     (32768, 131072, "bfloat16"),
@@ -163,20 +163,9 @@ def probe(
         print(f"  {n} {dtype_name} {name}: max diff {err:.3g} {'ok' if err <= tol else 'WRONG'}")
         if err <= tol:
             cands[name] = launcher(variant, plan, y)
-    try:
-        quack = rn.make_runner("quack", [m, n], dtype, "fwd", seed=1)
-        quack()
-        cands["quack"] = quack
-    except Exception as exc:  # a probe: say why and go on
-        print(f"  quack: {type(exc).__name__}: {exc}")
-    best = {name: float("inf") for name in cands}
-    for _ in range(rounds):
-        for name, fn in cands.items():
-            best[name] = min(best[name], time_gpu(fn, graph=False).median_us)
+    add_peer(cands, "quack", lambda: rn.make_runner("quack", [m, n], dtype, "fwd", seed=1))
     ideal = rn.fwd_bytes(m, n, dtype, dtype) / (gbps * 1e3)
-    print(f"{m} x {n} {dtype_name}: the model at the ceiling {ideal:.0f} us")
-    for name, us in sorted(best.items(), key=lambda kv: kv[1]):
-        print(f"  {name:24s} {us:9.1f} us  {ideal / us:.3f} of the ceiling", flush=True)
+    report(f"{m} x {n} {dtype_name}", ideal, race(cands, rounds), width=24)
 
 
 def write_variants(folder: Path) -> dict[str, Path]:
