@@ -420,5 +420,46 @@ for impl in ["triton:2", "cuda:3", *(["quack"] if HAVE_QUACK else [])]:
         pass_="bwd",
     )
 
+# %% [markdown] lang="en"
+# ## 6. Profile: the gaps left to QuACK
+#
+# Two places where the last run left ours close to QuACK and a profile would say more than the
+# timings. The forward at 32768 x 131072 bf16, where rung 4 (`cuda:4`, each block's slice of
+# the row in registers over a cluster) is a little behind QuACK's forward, which stages its
+# slice in shared memory: the same bytes, so the question is what its warps wait on. And the
+# short-row backward at 32768 x 1024 bf16, where `cuda:3` runs the ring kernel (a warp per row,
+# its next rows on their way through shared memory) and clears 85 % of the ceiling: how busy
+# its DRAM is, against QuACK's backward at the same shape.
+
+# %% [markdown] lang="es"
+# ## 6. Perfilar: las distancias que quedan con QuACK
+#
+# Dos sitios donde la última ejecución dejó lo nuestro cerca de QuACK y un perfil diría más que
+# los tiempos. El forward en 32768 x 131072 bf16, donde el peldaño 4 (`cuda:4`, el trozo de la
+# fila de cada bloque en registros sobre un cluster) va un poco por detrás del forward de
+# QuACK, que deja su trozo en memoria compartida: los mismos bytes, así que la pregunta es en
+# qué esperan sus warps. Y el backward de filas cortas en 32768 x 1024 bf16, donde `cuda:3`
+# ejecuta el kernel del anillo (un warp por fila, con sus filas siguientes ya en camino por
+# memoria compartida) y pasa del 85 % del techo: qué ocupada tiene la DRAM, frente al backward
+# de QuACK en la misma forma.
+
+# %%
+GAP_PROFILES = [
+    ("cuda:4", 32768, 131072, "fwd"),
+    ("cuda:3", 32768, 1024, "bwd"),
+    *([("quack", 32768, 131072, "fwd"), ("quack", 32768, 1024, "bwd")] if HAVE_QUACK else []),
+]
+for impl, m, n, pass_ in GAP_PROFILES:
+    _free()
+    by_model = rn.fwd_bytes if pass_ == "fwd" else rn.bwd_bytes
+    lab.profile(
+        impl,
+        [m, n],
+        "bfloat16",
+        model_bytes=by_model(m, n, torch.bfloat16, torch.bfloat16),
+        extra_args=[pass_],
+        pass_="bwd" if pass_ == "bwd" else None,
+    )
+
 # %%
 lab.save()
