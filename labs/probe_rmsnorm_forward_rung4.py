@@ -16,8 +16,12 @@ variants of rmsnorm.cu by editing its text:
              for the 16-bit rows and fp32 rows of 256 KB (shipped: 512 threads, 32 KB)
     big_wb   big with plain stores of y (st.global) where the shipped kernel streams them
              (.cs, evict-first), as QuACK's stores are plain
+    cg, na   the loads of x with a cache hint (minikernel.bench.probe.LOAD_HINTS): cached in L2
+             only, or read-only with no L1 line and 256-byte L2 fetches; QuACK's cp.async
+             copies of x do not pass through L1 either
 
-(big and big_wb were written after the H200 run the page reports and have not run on a GPU.)
+(big, big_wb, cg and na were written after the H200 run the page reports and have not run on a
+GPU yet.)
 
 checks each against the shipped kernel's output, and times them with it and QuACK (where it is
 installed) in interleaved rounds. The fused-rmsnorm page (section 6, rung 4) says what an H200
@@ -35,7 +39,7 @@ import torch
 
 import minikernel.kernels.rmsnorm as rn
 from minikernel.bench.ceilings import copy_GBps
-from minikernel.bench.probe import add_peer, race, report
+from minikernel.bench.probe import LOAD_HINTS, add_peer, race, report, with_load_hint
 
 SHAPES = [  # (rows, row length, dtype): the lab's rows where rung 4 is ours at its fastest
     (32768, 131072, "bfloat16"),
@@ -66,7 +70,8 @@ ENTRIES = re.compile(
     r"    RMSNORM4_ENTRY\(SUFFIX, T, W, WSUFFIX, \d+, \d+\)\n"
 )
 V8_SHAPES = ((256, 2), (256, 4), (256, 8), (256, 16), (512, 2), (512, 4), (512, 8))
-VARIANTS = ("wpf", "v8", "v8_wpf", "big", "big_wb")
+VARIANTS = ("wpf", "v8", "v8_wpf", "big", "big_wb", *LOAD_HINTS)
+X_LOAD = "        if (i < s.count) xv[k] = load_vec_plain(xr + static_cast<long long>(i) * V);\n"
 BIG_SHAPES = ((1024, 2), (1024, 4))  # added to the shipped entries in "big"
 STORE = "            store_vec(yr + static_cast<long long>(i) * V, out);\n"
 PLAIN_STORE = (
@@ -102,6 +107,7 @@ def variants(src: str) -> dict[str, str]:
         "v8_wpf": v8.replace(LOADS, PREFETCH),
         "big": big,
         "big_wb": big.replace(STORE, PLAIN_STORE),
+        **{hint: with_load_hint(src, hint, [X_LOAD]) for hint in LOAD_HINTS},
     }
 
 
@@ -118,6 +124,7 @@ def launches(n: int, dtype: torch.dtype) -> list[tuple[str, str, rn.SlicePlan]]:
             plan = rn.SlicePlan(cluster, nvec // cluster, threads)
             out += [(f"{v} t{threads} c{cluster}", v, plan) for v in ("v8", "v8_wpf")]
     out.append((f"big_wb t{shipped.threads} c{shipped.cluster}", "big_wb", shipped))
+    out += [(f"{h} t{shipped.threads} c{shipped.cluster}", h, shipped) for h in LOAD_HINTS]
     for threads, cluster in BIG_SHAPES:
         if threads * 4 * cluster == nvec:  # blocks of exactly 4 vectors a thread
             plan = rn.SlicePlan(cluster, nvec // cluster, threads)

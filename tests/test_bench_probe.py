@@ -46,3 +46,38 @@ def test_report_sorts_fastest_first_with_the_fraction(capsys: pytest.CaptureFixt
     assert lines[0] == "32768 x 1024 bfloat16: the model at the ceiling 50.0 us"
     assert lines[1].split() == ["fast", "62.5", "us", "0.800", "of", "the", "ceiling"]
     assert lines[2].split()[0] == "slow" and lines[2].split()[3] == "0.500"
+
+
+def test_with_load_hint_swaps_only_the_named_loads() -> None:
+    from minikernel.bench.probe import LOAD_HINTS, with_load_hint
+
+    src = '#include "common.cuh"\n    a = load_vec_plain(x + i);\n    b = load_vec_plain(y + i);\n'
+    out = with_load_hint(src, "cg", ["    a = load_vec_plain(x + i);\n"])
+    assert "a = load_vec_probe(x + i);" in out and "b = load_vec_plain(y + i);" in out
+    assert LOAD_HINTS["cg"] in out and out.index("load_vec_probe(const T* p)") < out.index("a =")
+    with pytest.raises(ValueError, match="not one line"):
+        with_load_hint(src, "na", ["    c = load_vec_plain(z + i);\n"])  # not in the source
+    with pytest.raises(ValueError, match=r"common\.cuh"):
+        with_load_hint(src.replace("common", "other"), "na", [])
+
+
+def test_softmax_loads_probe_still_applies() -> None:
+    """labs/probe_softmax_loads.py edits two load lines of softmax.cu; they must still be there
+    once each, or the probe would stop with 'softmax.cu changed'."""
+    import importlib.util
+    from pathlib import Path
+
+    from minikernel.bench.probe import LOAD_HINTS
+    from minikernel.kernels.softmax.cuda_kernels import CU_FILE
+
+    path = Path(__file__).resolve().parent.parent / "labs" / "probe_softmax_loads.py"
+    spec = importlib.util.spec_from_file_location("probe_softmax_loads", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    src = CU_FILE.read_text()
+    out = probe.variants(src)
+    assert set(out) == {"shipped", *LOAD_HINTS} and out["shipped"] == src
+    for hint in LOAD_HINTS:
+        assert out[hint].count("load_vec_probe(") == 1 + len(probe.LOADS)  # definition + calls
+    with pytest.raises(SystemExit, match=r"softmax\.cu changed"):
+        probe.variants(src.replace(probe.LOADS[1], ""))

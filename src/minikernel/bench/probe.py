@@ -55,3 +55,34 @@ def report(title: str, ideal_us: float, best: dict[str, float], width: int = 28)
     print(f"{title}: the model at the ceiling {ideal_us:.1f} us")
     for name, us in sorted(best.items(), key=lambda kv: kv[1]):
         print(f"  {name:{width}s} {us:9.1f} us  {ideal_us / us:.3f} of the ceiling", flush=True)
+
+
+# Load hints a probe can swap into a kernel's 16-byte loads of x (the kernels load with
+# load_vec_plain, common.cuh: ld.global.v4 with the default caching, which allocates in L1).
+LOAD_HINTS = {
+    "cg": "ld.global.cg.v4.u32",  # cached in L2 only, not L1
+    "na": "ld.global.nc.L1::no_allocate.L2::256B.v4.u32",  # read-only, no L1 line, 256 B to L2
+}
+INCLUDE = '#include "common.cuh"\n'
+
+
+def with_load_hint(src: str, hint: str, lines: list[str]) -> str:
+    """``src`` (a .cu file's text) with ``load_vec_probe``, a 16-byte load carrying LOAD_HINTS
+    [hint], defined after its include of common.cuh, and each of ``lines`` (each found exactly
+    once) calling it in place of ``load_vec_plain``. Raises ValueError naming what is missing."""
+    if src.count(INCLUDE) != 1:
+        raise ValueError(f"with_load_hint: no single {INCLUDE.strip()} to put the load after")
+    helper = (
+        "template <typename T> __device__ __forceinline__ Vec<T> load_vec_probe(const T* p) {\n"
+        "    uint4 r;  // probe: a load with a cache hint\n"
+        f'    asm volatile("{LOAD_HINTS[hint]} {{%0, %1, %2, %3}}, [%4];"\n'
+        '                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));\n'
+        "    return *reinterpret_cast<Vec<T>*>(&r);\n"
+        "}\n"
+    )
+    out = src.replace(INCLUDE, INCLUDE + helper)
+    for line in lines:
+        if out.count(line) != 1 or "load_vec_plain(" not in line:
+            raise ValueError(f"with_load_hint: not one line with load_vec_plain:\n{line}")
+        out = out.replace(line, line.replace("load_vec_plain(", "load_vec_probe("))
+    return out
