@@ -27,8 +27,7 @@ from pathlib import Path
 import torch
 
 import minikernel.kernels.rmsnorm as rn
-from minikernel.bench.ceilings import copy_GBps
-from minikernel.bench.probe import race
+from minikernel.bench.probe import gpu_ceiling, race
 
 SHAPES = [
     (16384, 131072, torch.float32),
@@ -101,10 +100,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per shape")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("probe_rmsnorm_backward: needs a CUDA GPU")
-    gbps = copy_GBps()
-    print(f"copy ceiling {gbps:.0f} GB/s")
+    gbps = gpu_ceiling("probe_rmsnorm_backward")
     real = rn.CU_FILE
     with tempfile.TemporaryDirectory() as tmp:
         files = {}

@@ -24,8 +24,7 @@ import torch
 
 import minikernel.kernels.rmsnorm as rn
 import minikernel.kernels.rmsnorm.triton_kernels as tk
-from minikernel.bench.ceilings import copy_GBps
-from minikernel.bench.probe import add_peer, race, report
+from minikernel.bench.probe import add_peer, gpu_ceiling, race, report
 
 # K (16-byte vectors per lane and tensor) -> (warps per block, stages per warp). A stage is
 # 2 KB x K; every candidate stays under the H200's 227 KB of shared memory per block.
@@ -88,10 +87,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, nargs="*", choices=sorted({n for _, n, _ in SHAPES}))
     parser.add_argument("--dtype", nargs="*", choices=sorted({d for *_, d in SHAPES}))
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("probe_rmsnorm_backward_rows: needs a CUDA GPU")
-    gbps = copy_GBps()
-    print(f"copy ceiling {gbps:.0f} GB/s", flush=True)
+    gbps = gpu_ceiling("probe_rmsnorm_backward_rows")
     real = rn.CU_FILE
     with tempfile.TemporaryDirectory() as tmp:
         rn.CU_FILE = Path(tmp) / "rmsnorm_ring_candidates.cu"  # headers come from CUDA_DIR

@@ -24,8 +24,7 @@ import torch
 
 import minikernel.kernels.rmsnorm as rn
 import minikernel.kernels.rmsnorm.triton_kernels as tk
-from minikernel.bench.ceilings import copy_GBps
-from minikernel.bench.probe import add_peer, race, report
+from minikernel.bench.probe import add_peer, gpu_ceiling, race, report
 
 CANDIDATES = {  # (n, x's dtype) -> (threads, vectors per thread, weights in registers[, cluster])
     (4096, "float32"): [(256, 4, True), (256, 4, False), (128, 8, True)],
@@ -109,10 +108,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, nargs="*", choices=lengths, help="row lengths")
     parser.add_argument("--dtype", nargs="*", choices=sorted(ROWS), help="x's dtypes")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("probe_rmsnorm_backward_tile: needs a CUDA GPU")
-    gbps = copy_GBps()
-    print(f"copy ceiling {gbps:.0f} GB/s", flush=True)
+    gbps = gpu_ceiling("probe_rmsnorm_backward_tile")
     real = rn.CU_FILE
     with tempfile.TemporaryDirectory() as tmp:
         rn.CU_FILE = Path(tmp) / "rmsnorm_tile_candidates.cu"  # headers come from CUDA_DIR

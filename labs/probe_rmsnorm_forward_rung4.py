@@ -38,8 +38,7 @@ from pathlib import Path
 import torch
 
 import minikernel.kernels.rmsnorm as rn
-from minikernel.bench.ceilings import copy_GBps
-from minikernel.bench.probe import LOAD_HINTS, add_peer, race, report, with_load_hint
+from minikernel.bench.probe import LOAD_HINTS, add_peer, gpu_ceiling, race, report, with_load_hint
 
 SHAPES = [  # (rows, row length, dtype): the lab's rows where rung 4 is ours at its fastest
     (32768, 131072, "bfloat16"),
@@ -190,10 +189,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, nargs="*", choices=sorted({n for _, n, _ in SHAPES}))
     parser.add_argument("--variants", nargs="*", choices=VARIANTS, help="which to time")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("probe_rmsnorm_forward_rung4: needs a CUDA GPU")
-    gbps = copy_GBps()
-    print(f"copy ceiling {gbps:.0f} GB/s", flush=True)
+    gbps = gpu_ceiling("probe_rmsnorm_forward_rung4")
     with tempfile.TemporaryDirectory() as tmp:
         files = write_variants(Path(tmp))
         for m, n, dtype_name in SHAPES:

@@ -29,8 +29,7 @@ import torch
 
 import minikernel.kernels.softmax as sm
 import minikernel.kernels.softmax.cuda_kernels as ck
-from minikernel.bench.ceilings import copy_GBps
-from minikernel.bench.probe import LOAD_HINTS, add_peer, race, report, with_load_hint
+from minikernel.bench.probe import LOAD_HINTS, add_peer, gpu_ceiling, race, report, with_load_hint
 
 SHAPES = [  # (rows, row length, dtype, the rungs of ours to time)
     (32768, 600, "bfloat16", (15,)),
@@ -108,10 +107,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per shape")
     parser.add_argument("--n", type=int, nargs="*", choices=sorted({s[1] for s in SHAPES}))
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("probe_softmax_loads: needs a CUDA GPU")
-    gbps = copy_GBps()
-    print(f"copy ceiling {gbps:.0f} GB/s", flush=True)
+    gbps = gpu_ceiling("probe_softmax_loads")
     with tempfile.TemporaryDirectory() as tmp:
         files = {}
         for name, text in variants(ck.CU_FILE.read_text()).items():

@@ -81,3 +81,13 @@ def test_softmax_loads_probe_still_applies() -> None:
         assert out[hint].count("load_vec_probe(") == 1 + len(probe.LOADS)  # definition + calls
     with pytest.raises(SystemExit, match=r"softmax\.cu changed"):
         probe.variants(src.replace(probe.LOADS[1], ""))
+
+
+def test_gpu_ceiling_stops_a_probe_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from minikernel.bench.probe import gpu_ceiling
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match="probe_x: needs a CUDA GPU"):
+        gpu_ceiling("probe_x")

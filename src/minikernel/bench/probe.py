@@ -16,6 +16,20 @@ from typing import Any
 from .timing import time_gpu
 
 
+def gpu_ceiling(script: str) -> float:
+    """The copy ceiling in GB/s, measured now and printed, that a probe's fractions are of; a
+    probe run without a CUDA GPU stops here, naming ``script``."""
+    import torch
+
+    from .ceilings import copy_GBps
+
+    if not torch.cuda.is_available():
+        raise SystemExit(f"{script}: needs a CUDA GPU")
+    gbps = copy_GBps()
+    print(f"copy ceiling {gbps:.0f} GB/s", flush=True)
+    return gbps
+
+
 def race(
     cands: dict[str, Callable[[], Any]],
     rounds: int,
