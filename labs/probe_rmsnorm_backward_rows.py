@@ -17,14 +17,12 @@ showed. It prints, it writes nothing: the course's numbers come from ``nox -s la
 from __future__ import annotations
 
 import argparse
-import tempfile
-from pathlib import Path
 
 import torch
 
 import minikernel.kernels.rmsnorm as rn
 import minikernel.kernels.rmsnorm.triton_kernels as tk
-from minikernel.bench.probe import add_peer, gpu_ceiling, race, report
+from minikernel.bench.probe import add_peer, gpu_ceiling, kernel_source, race, report
 
 # K (16-byte vectors per lane and tensor) -> (warps per block, stages per warp). A stage is
 # 2 KB x K; every candidate stays under the H200's 227 KB of shared memory per block.
@@ -88,17 +86,12 @@ def main() -> None:
     parser.add_argument("--dtype", nargs="*", choices=sorted({d for *_, d in SHAPES}))
     args = parser.parse_args()
     gbps = gpu_ceiling("probe_rmsnorm_backward_rows")
-    real = rn.CU_FILE
-    with tempfile.TemporaryDirectory() as tmp:
-        rn.CU_FILE = Path(tmp) / "rmsnorm_ring_candidates.cu"  # headers come from CUDA_DIR
-        rn.CU_FILE.write_text(with_candidates(real.read_text()))
-        try:
-            for m, n, dtype_name in SHAPES:
-                if (not args.n or n in args.n) and (not args.dtype or dtype_name in args.dtype):
-                    probe(m, n, dtype_name, args.rounds, gbps)
-                    torch.cuda.empty_cache()
-        finally:
-            rn.CU_FILE = real
+    text = with_candidates(rn.CU_FILE.read_text())
+    with kernel_source(rn, text, "rmsnorm_ring_candidates.cu"):
+        for m, n, dtype_name in SHAPES:
+            if (not args.n or n in args.n) and (not args.dtype or dtype_name in args.dtype):
+                probe(m, n, dtype_name, args.rounds, gbps)
+                torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -17,14 +17,12 @@ come from ``nox -s labs``.
 from __future__ import annotations
 
 import argparse
-import tempfile
-from pathlib import Path
 
 import torch
 
 import minikernel.kernels.rmsnorm as rn
 import minikernel.kernels.rmsnorm.triton_kernels as tk
-from minikernel.bench.probe import add_peer, gpu_ceiling, race, report
+from minikernel.bench.probe import add_peer, gpu_ceiling, kernel_source, race, report
 
 CANDIDATES = {  # (n, x's dtype) -> (threads, vectors per thread, weights in registers[, cluster])
     (4096, "float32"): [(256, 4, True), (256, 4, False), (128, 8, True)],
@@ -109,17 +107,12 @@ def main() -> None:
     parser.add_argument("--dtype", nargs="*", choices=sorted(ROWS), help="x's dtypes")
     args = parser.parse_args()
     gbps = gpu_ceiling("probe_rmsnorm_backward_tile")
-    real = rn.CU_FILE
-    with tempfile.TemporaryDirectory() as tmp:
-        rn.CU_FILE = Path(tmp) / "rmsnorm_tile_candidates.cu"  # headers come from CUDA_DIR
-        rn.CU_FILE.write_text(with_candidates(real.read_text()))
-        try:
-            for n, dtype_name in CANDIDATES:
-                if (not args.n or n in args.n) and (not args.dtype or dtype_name in args.dtype):
-                    probe(n, dtype_name, args.rounds, gbps)
-                    torch.cuda.empty_cache()
-        finally:
-            rn.CU_FILE = real
+    text = with_candidates(rn.CU_FILE.read_text())
+    with kernel_source(rn, text, "rmsnorm_tile_candidates.cu"):
+        for n, dtype_name in CANDIDATES:
+            if (not args.n or n in args.n) and (not args.dtype or dtype_name in args.dtype):
+                probe(n, dtype_name, args.rounds, gbps)
+                torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

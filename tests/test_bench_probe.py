@@ -91,3 +91,19 @@ def test_gpu_ceiling_stops_a_probe_without_a_gpu(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(SystemExit, match="probe_x: needs a CUDA GPU"):
         gpu_ceiling("probe_x")
+
+
+def test_kernel_source_swaps_the_file_and_always_restores_it() -> None:
+    import types
+    from pathlib import Path
+
+    from minikernel.bench.probe import kernel_source
+
+    module = types.SimpleNamespace(CU_FILE=Path("/real/op.cu"))
+    with kernel_source(module, "// edited", "op_probe.cu") as path:
+        assert path == module.CU_FILE and path.name == "op_probe.cu"
+        assert path.read_text() == "// edited"
+    assert Path("/real/op.cu") == module.CU_FILE and not path.exists()
+    with pytest.raises(RuntimeError), kernel_source(module, "", "x.cu"):
+        raise RuntimeError("a probe failed")
+    assert Path("/real/op.cu") == module.CU_FILE

@@ -10,7 +10,10 @@ all alike instead of whichever ran last.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from .timing import time_gpu
@@ -28,6 +31,23 @@ def gpu_ceiling(script: str) -> float:
     gbps = copy_GBps()
     print(f"copy ceiling {gbps:.0f} GB/s", flush=True)
     return gbps
+
+
+@contextmanager
+def kernel_source(module: Any, text: str, name: str) -> Iterator[Path]:
+    """Within the block, ``module.CU_FILE`` (where the module's launchers load kernels from)
+    is a temporary file ``name`` holding ``text``, an edited copy of its kernel source; the
+    real path comes back afterwards, whatever happens. Headers come from CUDA_DIR, so the copy
+    compiles from any folder."""
+    real = module.CU_FILE
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_text(text)
+        module.CU_FILE = path
+        try:
+            yield path
+        finally:
+            module.CU_FILE = real
 
 
 def race(
