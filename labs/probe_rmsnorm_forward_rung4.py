@@ -16,12 +16,13 @@ variants of rmsnorm.cu by editing its text:
              for the 16-bit rows and fp32 rows of 256 KB (shipped: 512 threads, 32 KB)
     big_wb   big with plain stores of y (st.global) where the shipped kernel streams them
              (.cs, evict-first), as QuACK's stores are plain
-    cg, na   the loads of x with a cache hint (minikernel.bench.probe.LOAD_HINTS): cached in L2
-             only, or read-only with no L1 line and 256-byte L2 fetches; QuACK's cp.async
-             copies of x do not pass through L1 either
-
-(big, big_wb, cg and na were written after the H200 run the page reports and have not run on a
-GPU yet.)
+    cg, na, lu, ef
+             the loads of x with a cache hint (minikernel.bench.probe.LOAD_HINTS): cached in
+             L2 only; read-only with no L1 line and 256-byte L2 fetches; last use; an L2
+             policy of evict-first. QuACK's cp.async copies of x do not pass through L1
+    cg_wb    cg loads and plain stores: QuACK's caching of x and y
+    wreg     the weights loaded into registers with x, before the sum (QuACK loads them
+             before it waits for x), at half the blocks per SM to make room
 
 checks each against the shipped kernel's output, and times them with it and QuACK (where it is
 installed) in interleaved rounds. The fused-rmsnorm page (section 6, rung 4) says what an H200
@@ -69,7 +70,7 @@ ENTRIES = re.compile(
     r"    RMSNORM4_ENTRY\(SUFFIX, T, W, WSUFFIX, \d+, \d+\)\n"
 )
 V8_SHAPES = ((256, 2), (256, 4), (256, 8), (256, 16), (512, 2), (512, 4), (512, 8))
-VARIANTS = ("wpf", "v8", "v8_wpf", "big", "big_wb", *LOAD_HINTS)
+VARIANTS = ("wpf", "v8", "v8_wpf", "big", "big_wb", "cg_wb", "wreg", *LOAD_HINTS)
 X_LOAD = "        if (i < s.count) xv[k] = load_vec_plain(xr + static_cast<long long>(i) * V);\n"
 BIG_SHAPES = ((1024, 2), (1024, 4))  # added to the shipped entries in "big"
 STORE = "            store_vec(yr + static_cast<long long>(i) * V, out);\n"
@@ -77,12 +78,39 @@ PLAIN_STORE = (
     "            *reinterpret_cast<uint4*>(yr + static_cast<long long>(i) * V) =\n"
     "                *reinterpret_cast<const uint4*>(&out);  // probe: a plain store\n"
 )
+# wreg: the weights loaded into registers with x, before the sum (QuACK's order), as raw
+# 16-byte words; the blocks drop to half the SM (64 registers a thread) to make room.
+W_EARLY = """        if (i < s.count) xv[k] = load_vec_plain(xr + static_cast<long long>(i) * V);
+    }
+    constexpr int WV = sizeof(W) / sizeof(T);  // probe: 16-byte weight words per x vector
+    uint4 wraw[K][WV];
+    if (wr) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int i = tid + k * THREADS;
+#pragma unroll
+            for (int c = 0; c < WV; ++c)
+                if (i < s.count)
+                    wraw[k][c] = __ldg(reinterpret_cast<const uint4*>(
+                        wr + static_cast<long long>(i) * V + c * Vec<W>::N));
+        }
+    }
+"""
+W_LOAD = "            load_weights(wr, static_cast<long long>(i) * V, wf);\n"
+W_FROM_REGS = """#pragma unroll
+            for (int c = 0; c < WV; ++c) {  // probe: the weights from registers
+                const Vec<W> wvec = *reinterpret_cast<const Vec<W>*>(&wraw[k][c]);
+#pragma unroll
+                for (int e = 0; e < Vec<W>::N; ++e)
+                    wf[c * Vec<W>::N + e] = wr ? to_float(wvec.v[e]) : 1.0f;
+            }
+"""
 
 
 def variants(src: str) -> dict[str, str]:
     """The kernel source and the three edited copies. Fails if rmsnorm.cu no longer has the
     lines the edits replace (each exactly once)."""
-    for text in (LOADS, VECS, BOUNDS, ENTRIES, STORE):
+    for text in (LOADS, VECS, BOUNDS, ENTRIES, STORE, W_LOAD):
         found = len(text.findall(src)) if isinstance(text, re.Pattern) else src.count(text)
         if found != 1:
             what = text.pattern if isinstance(text, re.Pattern) else text
@@ -106,6 +134,10 @@ def variants(src: str) -> dict[str, str]:
         "v8_wpf": v8.replace(LOADS, PREFETCH),
         "big": big,
         "big_wb": big.replace(STORE, PLAIN_STORE),
+        "cg_wb": with_load_hint(src, "cg", [X_LOAD]).replace(STORE, PLAIN_STORE),
+        "wreg": src.replace(LOADS, W_EARLY)
+        .replace(W_LOAD, W_FROM_REGS)
+        .replace(BOUNDS, "        __launch_bounds__(THREADS, 1024 / THREADS)"),
         **{hint: with_load_hint(src, hint, [X_LOAD]) for hint in LOAD_HINTS},
     }
 
@@ -122,7 +154,10 @@ def launches(n: int, dtype: torch.dtype) -> list[tuple[str, str, rn.SlicePlan]]:
         if threads * 8 * cluster == nvec:  # blocks of exactly 8 vectors a thread
             plan = rn.SlicePlan(cluster, nvec // cluster, threads)
             out += [(f"{v} t{threads} c{cluster}", v, plan) for v in ("v8", "v8_wpf")]
-    out.append((f"big_wb t{shipped.threads} c{shipped.cluster}", "big_wb", shipped))
+    out += [
+        (f"{v} t{shipped.threads} c{shipped.cluster}", v, shipped)
+        for v in ("big_wb", "cg_wb", "wreg")
+    ]
     out += [(f"{h} t{shipped.threads} c{shipped.cluster}", h, shipped) for h in LOAD_HINTS]
     for threads, cluster in BIG_SHAPES:
         if threads * 4 * cluster == nvec:  # blocks of exactly 4 vectors a thread

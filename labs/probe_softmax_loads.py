@@ -12,11 +12,12 @@ instead (minikernel.bench.probe.LOAD_HINTS):
 
     cg   cached in L2 only, not L1
     na   read-only, no L1 line, 256-byte L2 fetches
+    lu   last use: the line is not wanted again
+    ef   an L2 policy of evict-first (each x is read once)
 
 checks that each gives the shipped kernel's bits (the arithmetic is the same), and times them
 with the shipped rungs and QuACK (where it is installed) in interleaved rounds. It prints, it
-writes nothing: the course's numbers come from ``nox -s labs``. Written in a session without a
-GPU; it has not run yet.
+writes nothing: the course's numbers come from ``nox -s labs``.
 """
 
 from __future__ import annotations

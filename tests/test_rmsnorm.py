@@ -612,6 +612,10 @@ def test_forward_rung4_probe_builds_its_variants() -> None:
     out = probe.variants(src)
     assert out["shipped"] == src
     assert "prefetch.global.L1" in out["wpf"] and "prefetch.global.L1" not in src
+    assert "ld.global.cg" in out["cg_wb"] and "probe: a plain store" in out["cg_wb"]
+    # wreg: the weights come from registers loaded with x, at 64 registers (two blocks of 512)
+    assert probe.W_LOAD not in out["wreg"] and "wraw[k][c] = __ldg(" in out["wreg"]
+    assert "__launch_bounds__(THREADS, 1024 / THREADS)" in out["wreg"]
     for name in ("v8", "v8_wpf"):
         assert "constexpr int KERNEL4_VECS = 8;" in out[name]
         for threads, cluster in probe.V8_SHAPES:

@@ -93,9 +93,15 @@ def report(title: str, ideal_us: float, best: dict[str, float], width: int = 28)
 
 # Load hints a probe can swap into a kernel's 16-byte loads of x (the kernels load with
 # load_vec_plain, common.cuh: ld.global.v4 with the default caching, which allocates in L1).
+# Each is the asm body of the load: %0-%3 the four 32-bit words loaded, %4 the address.
+_REGS = "{%0, %1, %2, %3}, [%4]"
 LOAD_HINTS = {
-    "cg": "ld.global.cg.v4.u32",  # cached in L2 only, not L1
-    "na": "ld.global.nc.L1::no_allocate.L2::256B.v4.u32",  # read-only, no L1 line, 256 B to L2
+    "cg": f"ld.global.cg.v4.u32 {_REGS};",  # cached in L2 only, not L1
+    "na": f"ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {_REGS};",  # no L1 line, 256 B to L2
+    "lu": f"ld.global.lu.v4.u32 {_REGS};",  # last use: the line is not wanted again
+    # An L2 policy that evicts these lines first (each x is read once), made per load.
+    "ef": "{ .reg .b64 pol; createpolicy.fractional.L2::evict_first.b64 pol, 1.0; "
+    f"ld.global.L2::cache_hint.v4.u32 {_REGS}, pol; }}",
 }
 INCLUDE = '#include "common.cuh"\n'
 
@@ -109,7 +115,7 @@ def with_load_hint(src: str, hint: str, lines: list[str]) -> str:
     helper = (
         "template <typename T> __device__ __forceinline__ Vec<T> load_vec_probe(const T* p) {\n"
         "    uint4 r;  // probe: a load with a cache hint\n"
-        f'    asm volatile("{LOAD_HINTS[hint]} {{%0, %1, %2, %3}}, [%4];"\n'
+        f'    asm volatile("{LOAD_HINTS[hint]}"\n'
         '                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));\n'
         "    return *reinterpret_cast<Vec<T>*>(&r);\n"
         "}\n"
