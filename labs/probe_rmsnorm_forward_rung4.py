@@ -21,6 +21,10 @@ variants of rmsnorm.cu by editing its text:
              L2 only; read-only with no L1 line and 256-byte L2 fetches; last use; an L2
              policy of evict-first. QuACK's cp.async copies of x do not pass through L1
     cg_wb    cg loads and plain stores: QuACK's caching of x and y
+    cap      the shipped kernel with fewer blocks per SM: each block asks for dynamic shared
+             memory it does not use, so that only 3 or 2 blocks of 512 threads (1 of 1024) fit
+             an SM. QuACK's forward runs 3 blocks of 8 warps at 32768 x 131072 bf16 in Nsight
+             Compute, rung 4 runs 4 of 16 and has more of x in flight, yet keeps DRAM less busy
     wreg     the weights loaded into registers with x, before the sum (QuACK loads them
              before it waits for x), at half the blocks per SM to make room
 
@@ -70,7 +74,18 @@ ENTRIES = re.compile(
     r"    RMSNORM4_ENTRY\(SUFFIX, T, W, WSUFFIX, \d+, \d+\)\n"
 )
 V8_SHAPES = ((256, 2), (256, 4), (256, 8), (256, 16), (512, 2), (512, 4), (512, 8))
-VARIANTS = ("wpf", "v8", "v8_wpf", "big", "big_wb", "cg_wb", "wreg", *LOAD_HINTS)
+VARIANTS = ("wpf", "v8", "v8_wpf", "big", "big_wb", "cg_wb", "wreg", "cap", *LOAD_HINTS)
+SM_SMEM = 233472  # shared memory of an sm_90 SM (228 KB), all of it given to shared memory
+CAPS = {512: (3, 2), 1024: (1,)}  # blocks per SM the cap variant allows, by block size
+
+
+def cap_smem(blocks: int) -> int:
+    """Dynamic shared memory a block asks for so that at most ``blocks`` fit an SM (the rest
+    of the SM's 228 KB, less 3 KB a block for its static memory and the 1 KB the driver
+    reserves per block, is more than one more block can have)."""
+    return SM_SMEM // blocks - 3072
+
+
 X_LOAD = "        if (i < s.count) xv[k] = load_vec_plain(xr + static_cast<long long>(i) * V);\n"
 BIG_SHAPES = ((1024, 2), (1024, 4))  # added to the shipped entries in "big"
 STORE = "            store_vec(yr + static_cast<long long>(i) * V, out);\n"
@@ -142,27 +157,32 @@ def variants(src: str) -> dict[str, str]:
     }
 
 
-def launches(n: int, dtype: torch.dtype) -> list[tuple[str, str, rn.SlicePlan]]:
-    """(name, variant, plan) for every launch timed at rows of n elements."""
+def launches(n: int, dtype: torch.dtype) -> list[tuple[str, str, rn.SlicePlan, int]]:
+    """(name, variant, plan, dynamic shared memory) for every launch timed at rows of n
+    elements."""
     nvec = n // (16 // torch.empty((), dtype=dtype).element_size())
     shipped = rn.plan4(1, n, dtype, (9, 0))
     out = [
-        (f"shipped t{shipped.threads} c{shipped.cluster}", "shipped", shipped),
-        (f"wpf t{shipped.threads} c{shipped.cluster}", "wpf", shipped),
+        (f"shipped t{shipped.threads} c{shipped.cluster}", "shipped", shipped, 0),
+        (f"wpf t{shipped.threads} c{shipped.cluster}", "wpf", shipped, 0),
     ]
     for threads, cluster in V8_SHAPES:
         if threads * 8 * cluster == nvec:  # blocks of exactly 8 vectors a thread
             plan = rn.SlicePlan(cluster, nvec // cluster, threads)
-            out += [(f"{v} t{threads} c{cluster}", v, plan) for v in ("v8", "v8_wpf")]
+            out += [(f"{v} t{threads} c{cluster}", v, plan, 0) for v in ("v8", "v8_wpf")]
     out += [
-        (f"{v} t{shipped.threads} c{shipped.cluster}", v, shipped)
+        (f"{v} t{shipped.threads} c{shipped.cluster}", v, shipped, 0)
         for v in ("big_wb", "cg_wb", "wreg")
     ]
-    out += [(f"{h} t{shipped.threads} c{shipped.cluster}", h, shipped) for h in LOAD_HINTS]
+    out += [(f"{h} t{shipped.threads} c{shipped.cluster}", h, shipped, 0) for h in LOAD_HINTS]
+    out += [
+        (f"cap{b} t{shipped.threads} c{shipped.cluster}", "cap", shipped, cap_smem(b))
+        for b in CAPS[shipped.threads]
+    ]
     for threads, cluster in BIG_SHAPES:
         if threads * 4 * cluster == nvec:  # blocks of exactly 4 vectors a thread
             plan = rn.SlicePlan(cluster, nvec // cluster, threads)
-            out += [(f"{v} t{threads} c{cluster}", v, plan) for v in ("big", "big_wb")]
+            out += [(f"{v} t{threads} c{cluster}", v, plan, 0) for v in ("big", "big_wb")]
     return out
 
 
@@ -181,11 +201,11 @@ def probe(
     rstd = torch.empty(m, device="cuda", dtype=torch.float32)
     real = rn.CU_FILE
 
-    def launcher(variant: str, plan: rn.SlicePlan, out: torch.Tensor):  # type: ignore[no-untyped-def]
+    def launcher(variant: str, plan: rn.SlicePlan, out: torch.Tensor, smem: int = 0):  # type: ignore[no-untyped-def]
         def run() -> torch.Tensor:
-            rn.CU_FILE = files[variant]
+            rn.CU_FILE = files["shipped" if variant == "cap" else variant]
             try:
-                return rn._launch_slices(4, plan, x, w, out, eps, rstd, 0)
+                return rn._launch_slices(4, plan, x, w, out, eps, rstd, smem)
             finally:
                 rn.CU_FILE = real
 
@@ -196,14 +216,14 @@ def probe(
     tol = (1e-5 if dtype == torch.float32 else 2**-7) * scale  # the sum's order may differ
     y = torch.empty_like(x)
     cands = {}
-    for name, variant, plan in launches(n, dtype):
+    for name, variant, plan, smem in launches(n, dtype):
         if only and variant != "shipped" and variant not in only:
             continue
-        got = launcher(variant, plan, torch.empty_like(x))()
+        got = launcher(variant, plan, torch.empty_like(x), smem)()
         err = float((got.float() - ref.float()).abs().max())
         print(f"  {n} {dtype_name} {name}: max diff {err:.3g} {'ok' if err <= tol else 'WRONG'}")
         if err <= tol:
-            cands[name] = launcher(variant, plan, y)
+            cands[name] = launcher(variant, plan, y, smem)
     add_peer(cands, "quack", lambda: rn.make_runner("quack", [m, n], dtype, "fwd", seed=1))
     ideal = rn.fwd_bytes(m, n, dtype, dtype) / (gbps * 1e3)
     report(f"{m} x {n} {dtype_name}", ideal, race(cands, rounds), width=24)

@@ -625,9 +625,13 @@ def test_forward_rung4_probe_builds_its_variants() -> None:
         nvec = n // (16 // dtype.itemsize)
         runs = probe.launches(n, dtype)
         assert runs[0][2] == plan4(1, n, dtype, (9, 0)) and len(runs) >= 4
-        for _, variant, plan in runs:
+        for _, variant, plan, smem in runs:
             per_thread = 8 if variant.startswith("v8") else 4
             assert plan.cluster * plan.per_block == nvec == plan.cluster * plan.threads * per_thread
+            assert (smem > 0) == (variant == "cap")
+            if smem:  # the cap lets fewer blocks than the registers do fit an SM, and at least one
+                blocks = probe.SM_SMEM // (smem + 2048)  # its static memory: under 1 KB
+                assert 1 <= blocks < 2048 // plan.threads and smem <= 227 * 1024
     with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
         probe.variants(src.replace(probe.VECS, ""))
 
