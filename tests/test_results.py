@@ -232,6 +232,28 @@ def test_labs_without_gpu_check_then_exit_2_and_leave_results(tmp_path: Path) ->
     assert not any(tmp_path.iterdir())
 
 
+def test_labs_stop_before_measuring_without_what_saving_needs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lab validates its results file with jsonschema only at its end; `nox -s labs --no-venv`
+    on a machine without it must stop at once, naming it, before any lab runs."""
+    import importlib.util
+
+    pytest.importorskip("torch")
+    from minikernel.bench import run_labs
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "jsonschema" else real(name)
+    )
+    ran: list[object] = []
+    monkeypatch.setattr(run_labs.subprocess, "run", lambda *a, **k: ran.append(a))
+    assert run_labs.main(["vector_add"]) == 1
+    err = capsys.readouterr().err
+    assert "jsonschema not installed" in err and "pip install jsonschema" in err
+    assert ran == []  # no lab started
+
+
 def test_host_cost_of_a_call_is_an_optional_non_negative_field() -> None:
     data = minimal_results()
     validate(data)  # older results have no host_us
