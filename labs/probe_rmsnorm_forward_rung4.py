@@ -25,6 +25,10 @@ variants of rmsnorm.cu by editing its text:
              memory it does not use, so that only 3 or 2 blocks of 512 threads (1 of 1024) fit
              an SM. QuACK's forward runs 3 blocks of 8 warps at 32768 x 131072 bf16 in Nsight
              Compute, rung 4 runs 4 of 16 and has more of x in flight, yet keeps DRAM less busy
+    k3, k3cap
+             rung 3's kernel (cuda:3's forward: the slice staged in shared memory with
+             cp.async, QuACK's layout) at its own plan, and held to 3 or 4 blocks per SM the
+             same way: its smaller blocks fit 6 or 7 to an SM where QuACK's fit 3
     wreg     the weights loaded into registers with x, before the sum (QuACK loads them
              before it waits for x), at half the blocks per SM to make room
 
@@ -74,7 +78,10 @@ ENTRIES = re.compile(
     r"    RMSNORM4_ENTRY\(SUFFIX, T, W, WSUFFIX, \d+, \d+\)\n"
 )
 V8_SHAPES = ((256, 2), (256, 4), (256, 8), (256, 16), (512, 2), (512, 4), (512, 8))
-VARIANTS = ("wpf", "v8", "v8_wpf", "big", "big_wb", "cg_wb", "wreg", "cap", *LOAD_HINTS)
+VARIANTS = ("wpf", "v8", "v8_wpf", "big", "big_wb", "cg_wb", "wreg", "cap", "k3", "k3cap")
+VARIANTS += tuple(LOAD_HINTS)
+SHIPPED_KERNEL = ("cap", "k3", "k3cap")  # the shipped file, launched another way
+K3_CAPS = (3, 4)  # blocks per SM for k3cap
 SM_SMEM = 233472  # shared memory of an sm_90 SM (228 KB), all of it given to shared memory
 CAPS = {512: (3, 2), 1024: (1,)}  # blocks per SM the cap variant allows, by block size
 
@@ -179,6 +186,14 @@ def launches(n: int, dtype: torch.dtype) -> list[tuple[str, str, rn.SlicePlan, i
         (f"cap{b} t{shipped.threads} c{shipped.cluster}", "cap", shipped, cap_smem(b))
         for b in CAPS[shipped.threads]
     ]
+    k3 = rn.plan3(1, n, dtype, SM_SMEM - 1024, (9, 0))  # the H200's opt-in: 227 KB a block
+    if k3 is not None and k3.cluster > 1:
+        out.append((f"k3 t{k3.threads} c{k3.cluster}", "k3", k3, k3.smem))
+        out += [
+            (f"k3 cap{b} t{k3.threads} c{k3.cluster}", "k3cap", k3, cap_smem(b))
+            for b in K3_CAPS
+            if b < SM_SMEM // (k3.smem + 2048)  # fewer blocks than its own slices allow
+        ]
     for threads, cluster in BIG_SHAPES:
         if threads * 4 * cluster == nvec:  # blocks of exactly 4 vectors a thread
             plan = rn.SlicePlan(cluster, nvec // cluster, threads)
@@ -203,9 +218,10 @@ def probe(
 
     def launcher(variant: str, plan: rn.SlicePlan, out: torch.Tensor, smem: int = 0):  # type: ignore[no-untyped-def]
         def run() -> torch.Tensor:
-            rn.CU_FILE = files["shipped" if variant == "cap" else variant]
+            rn.CU_FILE = files["shipped" if variant in SHIPPED_KERNEL else variant]
+            rung = 3 if variant.startswith("k3") else 4
             try:
-                return rn._launch_slices(4, plan, x, w, out, eps, rstd, smem)
+                return rn._launch_slices(rung, plan, x, w, out, eps, rstd, smem)
             finally:
                 rn.CU_FILE = real
 

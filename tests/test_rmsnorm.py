@@ -626,12 +626,17 @@ def test_forward_rung4_probe_builds_its_variants() -> None:
         runs = probe.launches(n, dtype)
         assert runs[0][2] == plan4(1, n, dtype, (9, 0)) and len(runs) >= 4
         for _, variant, plan, smem in runs:
-            per_thread = 8 if variant.startswith("v8") else 4
-            assert plan.cluster * plan.per_block == nvec == plan.cluster * plan.threads * per_thread
-            assert (smem > 0) == (variant == "cap")
-            if smem:  # the cap lets fewer blocks than the registers do fit an SM, and at least one
+            assert plan.cluster * plan.per_block == nvec
+            if variant.startswith("k3"):  # rung 3's plan: its slice in shared memory
+                assert smem >= plan.smem and plan.cluster > 1
+            else:  # rung 4: a fixed number of vectors per thread, in registers
+                per_thread = 8 if variant.startswith("v8") else 4
+                assert nvec == plan.cluster * plan.threads * per_thread
+                assert (smem > 0) == (variant == "cap")
+            if variant in ("cap", "k3cap"):  # fewer blocks than would fit otherwise, at least one
                 blocks = probe.SM_SMEM // (smem + 2048)  # its static memory: under 1 KB
                 assert 1 <= blocks < 2048 // plan.threads and smem <= 227 * 1024
+                assert blocks < probe.SM_SMEM // (plan.smem + 2048)
     with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
         probe.variants(src.replace(probe.VECS, ""))
 
