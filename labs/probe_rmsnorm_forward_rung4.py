@@ -29,6 +29,10 @@ variants of rmsnorm.cu by editing its text:
              rung 3's kernel (cuda:3's forward: the slice staged in shared memory with
              cp.async, QuACK's layout) at its own plan, and held to 3 or 4 blocks per SM the
              same way: its smaller blocks fit 6 or 7 to an SM where QuACK's fit 3
+    k3w, k3w_wb
+             rung 3 with QuACK's order: the weights loaded into registers while the copies of
+             x are in flight (rung 3 loads them after the exchange), at its own plan and held
+             to 3 or 4 blocks per SM; k3w_wb also writes y with plain stores, as QuACK does
     wreg     the weights loaded into registers with x, before the sum (QuACK loads them
              before it waits for x), at half the blocks per SM to make room
 
@@ -79,8 +83,76 @@ ENTRIES = re.compile(
 )
 V8_SHAPES = ((256, 2), (256, 4), (256, 8), (256, 16), (512, 2), (512, 4), (512, 8))
 VARIANTS = ("wpf", "v8", "v8_wpf", "big", "big_wb", "cg_wb", "wreg", "cap", "k3", "k3cap")
+VARIANTS += ("k3w", "k3w_wb")
 VARIANTS += tuple(LOAD_HINTS)
 SHIPPED_KERNEL = ("cap", "k3", "k3cap")  # the shipped file, launched another way
+# k3w: rung 3's staging (stage_vectors, which copies, waits and then sums) written out, with the
+# weights' loads between the copies and the wait; its output loop then takes them from registers.
+K3_STAGE = """    float ss = 0.0f;
+    stage_vectors<T, THREADS>(xr + first, slice, s.count, [&](const Vec<T>& v) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const float f = to_float(v.v[e]);
+            ss += f * f;
+        }
+    });
+"""
+K3W_STAGE = """    float ss = 0.0f;
+    constexpr int KW = 8;  // probe: at most 8 vectors a thread (the plans timed have 8)
+    constexpr int WV = sizeof(W) / sizeof(T);  // 16-byte weight words per x vector
+    for (int i = threadIdx.x; i < s.count; i += THREADS)
+        cp_async16(slice + i, xr + first + static_cast<long long>(i) * V);
+    uint4 wraw[KW][WV];
+    if (w) {  // the weights while the copies are in flight
+#pragma unroll
+        for (int k = 0; k < KW; ++k) {
+            const int i = threadIdx.x + k * THREADS;
+#pragma unroll
+            for (int c = 0; c < WV; ++c)
+                if (i < s.count)
+                    wraw[k][c] = __ldg(reinterpret_cast<const uint4*>(
+                        w + first + static_cast<long long>(i) * V + c * Vec<W>::N));
+        }
+    }
+    cp_async_wait_all();  // each thread reads back only its own copies
+    for (int i = threadIdx.x; i < s.count; i += THREADS) {
+        const Vec<T> v = slice[i];
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const float f = to_float(v.v[e]);
+            ss += f * f;
+        }
+    }
+"""
+K3_OUT = (
+    (
+        "#pragma unroll 2  // the default (4) spills registers in fp32 now that no barrier splits "
+        "the code\n"
+    )
+    + """    for (int i = threadIdx.x; i < s.count; i += THREADS) {
+        const long long j = first + static_cast<long long>(i) * V;
+        float wf[V];
+        load_weights(w, j, wf);
+"""
+)
+K3W_OUT = """#pragma unroll
+    for (int k = 0; k < KW; ++k) {  // probe: the weights from registers
+        const int i = threadIdx.x + k * THREADS;
+        if (i >= s.count) break;
+        const long long j = first + static_cast<long long>(i) * V;
+        float wf[V];
+#pragma unroll
+        for (int c = 0; c < WV; ++c) {
+            const Vec<W> wv = *reinterpret_cast<const Vec<W>*>(&wraw[k][c]);
+#pragma unroll
+            for (int e = 0; e < Vec<W>::N; ++e)
+                wf[c * Vec<W>::N + e] = w ? to_float(wv.v[e]) : 1.0f;
+        }
+"""
+K3_STORE = "        store_vec(yr + j, out);\n"
+K3_PLAIN_STORE = (
+    "        *reinterpret_cast<uint4*>(yr + j) = *reinterpret_cast<const uint4*>(&out);  // probe\n"
+)
 K3_CAPS = (3, 4)  # blocks per SM for k3cap
 SM_SMEM = 233472  # shared memory of an sm_90 SM (228 KB), all of it given to shared memory
 CAPS = {512: (3, 2), 1024: (1,)}  # blocks per SM the cap variant allows, by block size
@@ -132,7 +204,7 @@ W_FROM_REGS = """#pragma unroll
 def variants(src: str) -> dict[str, str]:
     """The kernel source and the three edited copies. Fails if rmsnorm.cu no longer has the
     lines the edits replace (each exactly once)."""
-    for text in (LOADS, VECS, BOUNDS, ENTRIES, STORE, W_LOAD):
+    for text in (LOADS, VECS, BOUNDS, ENTRIES, STORE, W_LOAD, K3_STAGE, K3_OUT, K3_STORE):
         found = len(text.findall(src)) if isinstance(text, re.Pattern) else src.count(text)
         if found != 1:
             what = text.pattern if isinstance(text, re.Pattern) else text
@@ -157,6 +229,10 @@ def variants(src: str) -> dict[str, str]:
         "big": big,
         "big_wb": big.replace(STORE, PLAIN_STORE),
         "cg_wb": with_load_hint(src, "cg", [X_LOAD]).replace(STORE, PLAIN_STORE),
+        "k3w": src.replace(K3_STAGE, K3W_STAGE).replace(K3_OUT, K3W_OUT),
+        "k3w_wb": src.replace(K3_STAGE, K3W_STAGE)
+        .replace(K3_OUT, K3W_OUT)
+        .replace(K3_STORE, K3_PLAIN_STORE),
         "wreg": src.replace(LOADS, W_EARLY)
         .replace(W_LOAD, W_FROM_REGS)
         .replace(BOUNDS, "        __launch_bounds__(THREADS, 1024 / THREADS)"),
@@ -188,12 +264,13 @@ def launches(n: int, dtype: torch.dtype) -> list[tuple[str, str, rn.SlicePlan, i
     ]
     k3 = rn.plan3(1, n, dtype, SM_SMEM - 1024, (9, 0))  # the H200's opt-in: 227 KB a block
     if k3 is not None and k3.cluster > 1:
-        out.append((f"k3 t{k3.threads} c{k3.cluster}", "k3", k3, k3.smem))
-        out += [
-            (f"k3 cap{b} t{k3.threads} c{k3.cluster}", "k3cap", k3, cap_smem(b))
-            for b in K3_CAPS
-            if b < SM_SMEM // (k3.smem + 2048)  # fewer blocks than its own slices allow
-        ]
+        caps = [b for b in K3_CAPS if b < SM_SMEM // (k3.smem + 2048)]  # fewer than fit anyway
+        shape = f"t{k3.threads} c{k3.cluster}"
+        out.append((f"k3 {shape}", "k3", k3, k3.smem))
+        out += [(f"k3 cap{b} {shape}", "k3cap", k3, cap_smem(b)) for b in caps]
+        for v in ("k3w", "k3w_wb"):
+            out.append((f"{v} {shape}", v, k3, k3.smem))
+            out += [(f"{v} cap{b} {shape}", v, k3, cap_smem(b)) for b in caps]
     for threads, cluster in BIG_SHAPES:
         if threads * 4 * cluster == nvec:  # blocks of exactly 4 vectors a thread
             plan = rn.SlicePlan(cluster, nvec // cluster, threads)

@@ -616,6 +616,9 @@ def test_forward_rung4_probe_builds_its_variants() -> None:
     # wreg: the weights come from registers loaded with x, at 64 registers (two blocks of 512)
     assert probe.W_LOAD not in out["wreg"] and "wraw[k][c] = __ldg(" in out["wreg"]
     assert "__launch_bounds__(THREADS, 1024 / THREADS)" in out["wreg"]
+    for name in ("k3w", "k3w_wb"):  # rung 3 with the weights in registers before the wait
+        assert probe.K3_OUT not in out[name] and "uint4 wraw[KW][WV];" in out[name]
+    assert "// probe\n" in out["k3w_wb"] and "// probe\n" not in out["k3w"]
     for name in ("v8", "v8_wpf"):
         assert "constexpr int KERNEL4_VECS = 8;" in out[name]
         for threads, cluster in probe.V8_SHAPES:
@@ -629,11 +632,13 @@ def test_forward_rung4_probe_builds_its_variants() -> None:
             assert plan.cluster * plan.per_block == nvec
             if variant.startswith("k3"):  # rung 3's plan: its slice in shared memory
                 assert smem >= plan.smem and plan.cluster > 1
+                assert plan.per_block <= 8 * plan.threads  # k3w holds 8 weight words a thread
             else:  # rung 4: a fixed number of vectors per thread, in registers
                 per_thread = 8 if variant.startswith("v8") else 4
                 assert nvec == plan.cluster * plan.threads * per_thread
                 assert (smem > 0) == (variant == "cap")
-            if variant in ("cap", "k3cap"):  # fewer blocks than would fit otherwise, at least one
+            capped = variant in ("cap", "k3cap") or (variant.startswith("k3w") and smem > plan.smem)
+            if capped:  # fewer blocks than would fit otherwise, and at least one
                 blocks = probe.SM_SMEM // (smem + 2048)  # its static memory: under 1 KB
                 assert 1 <= blocks < 2048 // plan.threads and smem <= 227 * 1024
                 assert blocks < probe.SM_SMEM // (plan.smem + 2048)
