@@ -85,6 +85,48 @@ V8_SHAPES = ((256, 2), (256, 4), (256, 8), (256, 16), (512, 2), (512, 4), (512, 
 VARIANTS = ("wpf", "v8", "v8_wpf", "big", "big_wb", "cg_wb", "wreg", "cap", "k3", "k3cap")
 VARIANTS += ("k3w", "k3w_wb")
 VARIANTS += tuple(LOAD_HINTS)
+
+
+def _indented(body: str, indent: str) -> str:
+    """``body`` with ``indent`` before each line but the preprocessor's (#pragma)."""
+    lines = body.splitlines(True)
+    return "".join(line if line.startswith("#") else indent + line for line in lines)
+
+
+def weights_into_registers(count: str, w: str, tid: str, indent: str = "    ") -> str:
+    """C text that loads a thread's weights for its ``count`` vectors (vector i = ``tid`` +
+    k * THREADS, below s.count) from ``w`` into ``uint4 wraw[count][WV]``, raw 16-byte words:
+    the wreg and k3w variants load them before the sum."""
+    body = f"""constexpr int WV = sizeof(W) / sizeof(T);  // probe: weight words per x vector
+uint4 wraw[{count}][WV];
+if ({w}) {{
+#pragma unroll
+    for (int k = 0; k < {count}; ++k) {{
+        const int i = {tid} + k * THREADS;
+#pragma unroll
+        for (int c = 0; c < WV; ++c)
+            if (i < s.count)
+                wraw[k][c] = __ldg(reinterpret_cast<const uint4*>(
+                    {w} + static_cast<long long>(i) * V + c * Vec<W>::N));
+    }}
+}}
+"""
+    return _indented(body, indent)
+
+
+def weights_from_registers(w: str, indent: str) -> str:
+    """C text that fills ``float wf[V]`` for vector k from ``wraw[k]`` (1.0 without ``w``)."""
+    body = f"""#pragma unroll
+for (int c = 0; c < WV; ++c) {{  // probe: the weights from registers
+    const Vec<W> wvec = *reinterpret_cast<const Vec<W>*>(&wraw[k][c]);
+#pragma unroll
+    for (int e = 0; e < Vec<W>::N; ++e)
+        wf[c * Vec<W>::N + e] = {w} ? to_float(wvec.v[e]) : 1.0f;
+}}
+"""
+    return _indented(body, indent)
+
+
 SHIPPED_KERNEL = ("cap", "k3", "k3cap")  # the shipped file, launched another way
 # k3w: rung 3's staging (stage_vectors, which copies, waits and then sums) written out, with the
 # weights' loads between the copies and the wait; its output loop then takes them from registers.
@@ -97,24 +139,15 @@ K3_STAGE = """    float ss = 0.0f;
         }
     });
 """
-K3W_STAGE = """    float ss = 0.0f;
+K3W_STAGE = (
+    """    float ss = 0.0f;
     constexpr int KW = 8;  // probe: at most 8 vectors a thread (the plans timed have 8)
-    constexpr int WV = sizeof(W) / sizeof(T);  // 16-byte weight words per x vector
+    const W* wb = w ? w + first : nullptr;  // probe: this block's weights
     for (int i = threadIdx.x; i < s.count; i += THREADS)
         cp_async16(slice + i, xr + first + static_cast<long long>(i) * V);
-    uint4 wraw[KW][WV];
-    if (w) {  // the weights while the copies are in flight
-#pragma unroll
-        for (int k = 0; k < KW; ++k) {
-            const int i = threadIdx.x + k * THREADS;
-#pragma unroll
-            for (int c = 0; c < WV; ++c)
-                if (i < s.count)
-                    wraw[k][c] = __ldg(reinterpret_cast<const uint4*>(
-                        w + first + static_cast<long long>(i) * V + c * Vec<W>::N));
-        }
-    }
-    cp_async_wait_all();  // each thread reads back only its own copies
+"""
+    + weights_into_registers("KW", "wb", "threadIdx.x")
+    + """    cp_async_wait_all();  // each thread reads back only its own copies
     for (int i = threadIdx.x; i < s.count; i += THREADS) {
         const Vec<T> v = slice[i];
 #pragma unroll
@@ -124,6 +157,7 @@ K3W_STAGE = """    float ss = 0.0f;
         }
     }
 """
+)
 K3_OUT = (
     (
         "#pragma unroll 2  // the default (4) spills registers in fp32 now that no barrier splits "
@@ -141,14 +175,7 @@ K3W_OUT = """#pragma unroll
         if (i >= s.count) break;
         const long long j = first + static_cast<long long>(i) * V;
         float wf[V];
-#pragma unroll
-        for (int c = 0; c < WV; ++c) {
-            const Vec<W> wv = *reinterpret_cast<const Vec<W>*>(&wraw[k][c]);
-#pragma unroll
-            for (int e = 0; e < Vec<W>::N; ++e)
-                wf[c * Vec<W>::N + e] = w ? to_float(wv.v[e]) : 1.0f;
-        }
-"""
+""" + weights_from_registers("w", "        ")
 K3_STORE = "        store_vec(yr + j, out);\n"
 K3_PLAIN_STORE = (
     "        *reinterpret_cast<uint4*>(yr + j) = *reinterpret_cast<const uint4*>(&out);  // probe\n"
@@ -176,29 +203,9 @@ PLAIN_STORE = (
 # 16-byte words; the blocks drop to half the SM (64 registers a thread) to make room.
 W_EARLY = """        if (i < s.count) xv[k] = load_vec_plain(xr + static_cast<long long>(i) * V);
     }
-    constexpr int WV = sizeof(W) / sizeof(T);  // probe: 16-byte weight words per x vector
-    uint4 wraw[K][WV];
-    if (wr) {
-#pragma unroll
-        for (int k = 0; k < K; ++k) {
-            const int i = tid + k * THREADS;
-#pragma unroll
-            for (int c = 0; c < WV; ++c)
-                if (i < s.count)
-                    wraw[k][c] = __ldg(reinterpret_cast<const uint4*>(
-                        wr + static_cast<long long>(i) * V + c * Vec<W>::N));
-        }
-    }
-"""
+""" + weights_into_registers("K", "wr", "tid")
 W_LOAD = "            load_weights(wr, static_cast<long long>(i) * V, wf);\n"
-W_FROM_REGS = """#pragma unroll
-            for (int c = 0; c < WV; ++c) {  // probe: the weights from registers
-                const Vec<W> wvec = *reinterpret_cast<const Vec<W>*>(&wraw[k][c]);
-#pragma unroll
-                for (int e = 0; e < Vec<W>::N; ++e)
-                    wf[c * Vec<W>::N + e] = wr ? to_float(wvec.v[e]) : 1.0f;
-            }
-"""
+W_FROM_REGS = weights_from_registers("wr", "            ")
 
 
 def variants(src: str) -> dict[str, str]:
