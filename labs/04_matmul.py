@@ -48,6 +48,7 @@
 # `labs/results/<tu-gpu>/matmul.json`. `nox -s labs -- matmul` ejecuta exactamente este fichero.
 
 # %%
+import json
 import os
 
 import torch
@@ -57,6 +58,7 @@ if not GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")  # must be set before Triton is imported
 
 from minikernel.kernels import matmul as mm
+from minikernel.kernels.matmul import triton_kernels as mtk
 from minikernel.testing import run_checked
 
 DEVICE = "cuda" if GPU else "cpu"
@@ -198,6 +200,8 @@ def measure_shape(impl: str, shape: tuple[int, int, int], dtype: torch.dtype, re
     m, n, k = shape
     run = mm.make_runner(impl, list(shape), dtype, **kw)
     err = max_rel_err(run(), ref)
+    # The config a Triton rung's autotuner chose for this case (run() above tuned it).
+    tuned = {"config": mtk.last_config(int(impl[7:]))} if impl.startswith("triton:") else {}
     ceiling = "fp32_mm_TFLOPs" if dtype == torch.float32 else None
     rec = lab.measure(
         impl,
@@ -208,6 +212,7 @@ def measure_shape(impl: str, shape: tuple[int, int, int], dtype: torch.dtype, re
         max_rel_err=err,
         ceiling=ceiling,
         **({"epilogue": kw["epilogue"]} if "epilogue" in kw else {}),
+        **tuned,
     )
     del run
     return rec
@@ -273,7 +278,20 @@ torch.cuda.empty_cache()
 # %%
 N_PROFILE = 4096
 for impl, dtype, size in (("cuda:5", "float32", 4), ("triton:3", "bfloat16", 2)):
-    lab.profile(impl, [N_PROFILE] * 3, dtype, model_bytes=3 * N_PROFILE**2 * size)
+    pin = {}
+    if impl.startswith("triton:"):  # profile the config the autotuner chose for the timing
+        timed = [
+            r
+            for r in lab.records
+            if r["impl"] == impl
+            and r["shape"] == [N_PROFILE] * 3
+            and r["dtype"] == dtype
+            and "epilogue" not in r
+        ]
+        if timed and timed[0].get("config"):
+            config = timed[0]["config"]
+            pin = {"env": {mtk.PIN_ENV: json.dumps(config)}, "config": config}
+    lab.profile(impl, [N_PROFILE] * 3, dtype, model_bytes=3 * N_PROFILE**2 * size, **pin)
 
 # %%
 lab.save()

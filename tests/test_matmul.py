@@ -222,3 +222,37 @@ def test_checker_rejects_cuda_tile_without_edge_guards() -> None:
     )
     assert not result.ok
     assert result.wrote_outside, result.message
+
+
+def test_pinned_config_keeps_only_the_named_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MINIKERNEL_MATMUL_CONFIG (set by lab 04 for the process ncu profiles) leaves the
+    autotuner one config, the one the timing chose; a pin that names none of the launch's
+    configs, or is not JSON, is an error that says so."""
+    import json
+
+    from minikernel.kernels.matmul import triton_kernels as mtk
+
+    configs = mtk.CONFIGS_16BIT
+    monkeypatch.delenv(mtk.PIN_ENV, raising=False)
+    assert mtk.pinned(configs) == configs
+    want = mtk.config_of(configs[1])
+    assert want == {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_stages": 4, "num_warps": 8}
+    monkeypatch.setenv(mtk.PIN_ENV, json.dumps(want))
+    assert mtk.pinned(configs) == [configs[1]]
+    with pytest.raises(ValueError, match="none of this launch's configs"):
+        mtk.pinned(mtk.CONFIGS_32BIT)  # a bf16 config asked of an fp32 launch
+    monkeypatch.setenv(mtk.PIN_ENV, "BLOCK_M=128")
+    with pytest.raises(ValueError, match="must be a JSON object"):
+        mtk.pinned(configs)
+
+
+@pytest.mark.skipif(not INTERPRET and not HAS_GPU, reason="needs Triton (interpreter or GPU)")
+def test_last_config_is_the_one_the_launch_ran() -> None:
+    """Lab 04 records, next to each Triton time, the config the autotuner ran it with."""
+    from minikernel.kernels.matmul import make_runner
+    from minikernel.kernels.matmul import triton_kernels as mtk
+
+    make_runner("triton:1", [64, 64, 64], torch.float32, device=DEVICE)()
+    got = mtk.last_config(1)
+    allowed = mtk.INTERPRET_CONFIGS if INTERPRET else mtk.CONFIGS_32BIT
+    assert got in [mtk.config_of(c) for c in allowed]

@@ -21,6 +21,7 @@ the tensor cores (an fp32 FMA path would be ~15x slower on an H100).
 
 from __future__ import annotations
 
+import json
 import os
 
 import torch
@@ -232,7 +233,7 @@ def _configs_for_dtype(configs: list, named_args: dict, **kwargs: object) -> lis
         # kernel3 keeps a C tile in shared memory for its TMA store beside the K pipeline:
         # 4 stages of 128 x 256 tiles would need 257 KB, more than an SM has.
         configs = [c for c in configs if not (c.kwargs["BLOCK_N"] == 256 and c.num_stages == 4)]
-    return configs
+    return pinned(configs)
 
 
 def _tuned(kernel: triton.JITFunction) -> triton.runtime.Autotuner:
@@ -250,6 +251,43 @@ matmul_kernel1_tuned = _tuned(matmul_kernel1)
 matmul_kernel2_tuned = _tuned(matmul_kernel2)
 matmul_kernel3_tuned = _tuned(matmul_kernel3)
 # --8<-- [end:configs]
+
+PIN_ENV = "MINIKERNEL_MATMUL_CONFIG"
+"""A JSON config, {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_stages": 3,
+"num_warps": 8}: the autotuners keep only it. The lab sets it for the process ncu profiles, so
+that the excerpt is of the config the timing chose: tuning again in that process can pick another
+of two configs that time within a few per cent of each other, and did on the H200."""
+
+
+def config_of(config: triton.Config) -> dict[str, int]:
+    """A config as the results file records it: its tile, pipeline depth and warps."""
+    tile = {key: config.kwargs[key] for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K")}
+    return {**tile, "num_stages": config.num_stages, "num_warps": config.num_warps}
+
+
+def pinned(configs: list[triton.Config]) -> list[triton.Config]:
+    """``configs``, or only the one PIN_ENV names when it is set. A pin that is none of them
+    (a typo, or a config of another dtype or rung) is an error that lists the ones there are."""
+    text = os.environ.get(PIN_ENV)
+    if not text:
+        return configs
+    try:
+        want = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{PIN_ENV} must be a JSON object, got {text!r}") from exc
+    keep = [c for c in configs if config_of(c) == want]
+    if not keep:
+        there = [config_of(c) for c in configs]
+        raise ValueError(f"{PIN_ENV}={text} is none of this launch's configs: {there}")
+    return keep
+
+
+def last_config(rung: int) -> dict[str, int] | None:
+    """The config rung ``rung``'s autotuner ran its last launch with, or None before the first
+    launch. The lab records it next to each Triton time."""
+    tuned = {1: matmul_kernel1_tuned, 2: matmul_kernel2_tuned, 3: matmul_kernel3_tuned}[rung]
+    config = getattr(tuned, "best_config", None)
+    return None if config is None else config_of(config)
 
 
 def _grid(m: int, n: int) -> object:
