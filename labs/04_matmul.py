@@ -262,22 +262,26 @@ torch.cuda.empty_cache()
 # %% [markdown] lang="en"
 # ## 3. Profile
 #
-# Nsight Compute on one call at 4096^3: the best CUDA C rung (fp32) and the Triton GEMM (bf16).
-# For a compute-bound kernel the excerpt's interesting rows are the stall reasons and the
-# occupancy; DRAM bytes against the 3n^2 elements of the byte model show how much of the
-# re-reading of A and B the tiles (and L2) absorb.
+# Nsight Compute on one call at 4096^3: the best CUDA C rung (fp32), the Triton GEMM (bf16) and,
+# beside it, the kernel cuBLAS picks for the same product (its name is in the record's
+# `kernel_names`). For a compute-bound kernel the excerpt's interesting rows are the stall
+# reasons, the occupancy and the registers; DRAM bytes against the 3n^2 elements of the byte
+# model show how much of the re-reading of A and B the tiles (and L2) absorb.
 
 # %% [markdown] lang="es"
 # ## 3. Perfilar
 #
-# Nsight Compute sobre una llamada a 4096^3: el mejor peldaño de CUDA C (fp32) y el GEMM de
-# Triton (bf16). En un kernel limitado por cómputo, las filas interesantes del extracto son los
-# motivos de stall y la ocupación; los bytes de DRAM frente a los 3n^2 elementos del modelo de
-# bytes muestran cuánta relectura de A y B absorben los tiles (y la L2).
+# Nsight Compute sobre una llamada a 4096^3: el mejor peldaño de CUDA C (fp32), el GEMM de
+# Triton (bf16) y, a su lado, el kernel que cuBLAS elige para el mismo producto (su nombre queda
+# en el campo `kernel_names` del registro). En un kernel limitado por cómputo, las filas
+# interesantes del extracto son los motivos de stall, la ocupación y los registros; los bytes de
+# DRAM frente a los 3n^2 elementos del modelo de bytes muestran cuánta relectura de A y B
+# absorben los tiles (y la L2).
 
 # %%
 N_PROFILE = 4096
-for impl, dtype, size in (("cuda:5", "float32", 4), ("triton:3", "bfloat16", 2)):
+PROFILED = (("cuda:5", "float32", 4), ("triton:3", "bfloat16", 2), ("cublas", "bfloat16", 2))
+for impl, dtype, size in PROFILED:
     pin = {}
     if impl.startswith("triton:"):  # profile the config the autotuner chose for the timing
         timed = [

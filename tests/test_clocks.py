@@ -60,19 +60,24 @@ def test_no_nvidia_smi_means_no_clock_fields() -> None:
 
 
 def test_cooldown_before_heavy_cases(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The lab idles before cases of 1 GB and more (lab.py says why), never before smaller
-    ones; MINIKERNEL_COOLDOWN_S sets the idle and bad values are refused by name."""
+    """The lab idles before cases of 1 GB and more, or of a 4096^3 product's flops and more
+    (lab.py says why), never before smaller ones; MINIKERNEL_COOLDOWN_S sets the idle and bad
+    values are refused by name."""
     from minikernel.bench import lab
 
     monkeypatch.delenv("MINIKERNEL_COOLDOWN_S", raising=False)
     assert lab.cooldown_seconds(None) == 0.0
     assert lab.cooldown_seconds(lab.COOLDOWN_BYTES - 1) == 0.0
     assert lab.cooldown_seconds(lab.COOLDOWN_BYTES) == lab.COOLDOWN_S > 0
+    assert lab.cooldown_seconds(None, 2 * 4096**3) == lab.COOLDOWN_S
+    assert lab.cooldown_seconds(None, 2 * 128 * 4096 * 4096) == 0.0  # the tall-skinny product
+    assert lab.cooldown_seconds(1 << 20, 2 * 8192**3) == lab.COOLDOWN_S
     monkeypatch.setenv("MINIKERNEL_COOLDOWN_S", "0")
     assert lab.cooldown_seconds(8 << 30) == 0.0
     monkeypatch.setenv("MINIKERNEL_COOLDOWN_S", "2.5")
     assert lab.cooldown_seconds(8 << 30) == 2.5
     assert lab.cooldown_seconds(1 << 20) == 0.0
+    assert lab.cooldown_seconds(None, 2 * 8192**3) == 2.5
     for bad in ("soon", "-1"):
         monkeypatch.setenv("MINIKERNEL_COOLDOWN_S", bad)
         with pytest.raises(ValueError, match="MINIKERNEL_COOLDOWN_S"):

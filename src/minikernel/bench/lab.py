@@ -63,6 +63,12 @@ def require_gpu(op: str) -> None:
 
 COOLDOWN_BYTES = 1 << 30
 """Cases that move at least this many bytes start from an idle GPU (:func:`cooldown_seconds`)."""
+COOLDOWN_FLOPS = 2 * 4096**3
+"""Cases that do at least this many flops (a 4096^3 matrix product) start from an idle GPU too.
+A large product on the tensor cores draws the board to its power limit as surely as a long
+memory-bound row: in the H200's matmul records the software power cap is active from 4096^3 up.
+The lab timed Triton's rungs and then cuBLAS back to back at each shape, so cuBLAS always
+started at the clock three heavy products had left it."""
 COOLDOWN_S = 1.0
 """How long the lab leaves the GPU idle before such a case (``MINIKERNEL_COOLDOWN_S`` overrides
 it; 0 turns it off). On an H200, softmax's long rows draw the board to its power limit within a
@@ -72,10 +78,14 @@ the implementations leaked into their times. A probe that idled 1.5 s before eac
 kernels found each one starting at the full clock and its times repeating."""
 
 
-def cooldown_seconds(nbytes: int | None) -> float:
-    """Seconds of idle before timing a case that moves ``nbytes``: COOLDOWN_S (or the
-    environment's ``MINIKERNEL_COOLDOWN_S``) from COOLDOWN_BYTES up, else none."""
-    if nbytes is None or nbytes < COOLDOWN_BYTES:
+def cooldown_seconds(nbytes: int | None, flops: int | None = None) -> float:
+    """Seconds of idle before timing a case that moves ``nbytes`` and does ``flops``:
+    COOLDOWN_S (or the environment's ``MINIKERNEL_COOLDOWN_S``) from COOLDOWN_BYTES or from
+    COOLDOWN_FLOPS up, else none."""
+    heavy = (nbytes is not None and nbytes >= COOLDOWN_BYTES) or (
+        flops is not None and flops >= COOLDOWN_FLOPS
+    )
+    if not heavy:
         return 0.0
     raw = os.environ.get("MINIKERNEL_COOLDOWN_S")
     if raw is None:
@@ -149,7 +159,7 @@ class Lab:
     ) -> dict[str, Any]:
         """Time ``run`` and append a record. GB/s from ``bytes``, TFLOP/s from ``flops``;
         ``frac_of_ceiling`` against the copy ceiling (memory-bound) or ``ceiling``."""
-        idle = cooldown_seconds(bytes)
+        idle = cooldown_seconds(bytes, flops)
         if idle:
             time.sleep(idle)  # an idle GPU first: the clock the last case left is not ours
         t0 = time.monotonic()
