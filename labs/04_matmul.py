@@ -264,38 +264,47 @@ torch.cuda.empty_cache()
 #
 # Nsight Compute on one call at 4096^3: the best CUDA C rung (fp32), the Triton GEMM (bf16) and,
 # beside it, the kernel cuBLAS picks for the same product (its name is in the record's
-# `kernel_names`). For a compute-bound kernel the excerpt's interesting rows are the stall
-# reasons, the occupancy and the registers; DRAM bytes against the 3n^2 elements of the byte
-# model show how much of the re-reading of A and B the tiles (and L2) absorb.
+# `kernel_names`); then the last two again at 8192^3. For a compute-bound kernel the excerpt's
+# interesting rows are the stall reasons, the occupancy and the registers; DRAM bytes against
+# the 3n^2 elements of the byte model show how much of the re-reading of A and B the tiles (and
+# L2) absorb.
 
 # %% [markdown] lang="es"
 # ## 3. Perfilar
 #
 # Nsight Compute sobre una llamada a 4096^3: el mejor peldaño de CUDA C (fp32), el GEMM de
 # Triton (bf16) y, a su lado, el kernel que cuBLAS elige para el mismo producto (su nombre queda
-# en el campo `kernel_names` del registro). En un kernel limitado por cómputo, las filas
-# interesantes del extracto son los motivos de stall, la ocupación y los registros; los bytes de
-# DRAM frente a los 3n^2 elementos del modelo de bytes muestran cuánta relectura de A y B
-# absorben los tiles (y la L2).
+# en el campo `kernel_names` del registro); después, esos dos otra vez a 8192^3. En un kernel
+# limitado por cómputo, las filas interesantes del extracto son los motivos de stall, la
+# ocupación y los registros; los bytes de DRAM frente a los 3n^2 elementos del modelo de bytes
+# muestran cuánta relectura de A y B absorben los tiles (y la L2).
 
 # %%
-N_PROFILE = 4096
-PROFILED = (("cuda:5", "float32", 4), ("triton:3", "bfloat16", 2), ("cublas", "bfloat16", 2))
-for impl, dtype, size in PROFILED:
+# (impl, n, dtype, bytes per element): each product n x n x n. At 8192^3 the timed Triton GEMM
+# and cuBLAS stop tying; profiled alone, each at whatever clock the GPU runs one call at, their
+# durations tell a kernel that does more work per clock from one the power limit slows down.
+PROFILED = (
+    ("cuda:5", 4096, "float32", 4),
+    ("triton:3", 4096, "bfloat16", 2),
+    ("cublas", 4096, "bfloat16", 2),
+    ("triton:3", 8192, "bfloat16", 2),
+    ("cublas", 8192, "bfloat16", 2),
+)
+for impl, n, dtype, size in PROFILED:
     pin = {}
     if impl.startswith("triton:"):  # profile the config the autotuner chose for the timing
         timed = [
             r
             for r in lab.records
             if r["impl"] == impl
-            and r["shape"] == [N_PROFILE] * 3
+            and r["shape"] == [n] * 3
             and r["dtype"] == dtype
             and "epilogue" not in r
         ]
         if timed and timed[0].get("config"):
             config = timed[0]["config"]
             pin = {"env": {mtk.PIN_ENV: json.dumps(config)}, "config": config}
-    lab.profile(impl, [N_PROFILE] * 3, dtype, model_bytes=3 * N_PROFILE**2 * size, **pin)
+    lab.profile(impl, [n] * 3, dtype, model_bytes=3 * n**2 * size, **pin)
 
 # %%
 lab.save()
