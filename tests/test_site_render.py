@@ -425,3 +425,25 @@ def test_ncu_excerpt_names_the_backward_pass() -> None:
     assert "backward de `cuda:1`" in render.ncu_excerpt(f, "cuda:1", "es", "r.json", shape=[4096])
     with pytest.raises(render.ClaimFailed, match="expected one ncu excerpt for cuda:1, found 2"):
         render.ncu_excerpt(f, "cuda:1", "en", "r.json")
+
+
+def test_a_failed_claim_with_a_per_cent_sign_reaches_the_error_page() -> None:
+    """mkdocs-macros' own error formatter applies ``%`` after inserting the message, so "within
+    5 % of" raised a TypeError in the handler and hid the claim. Ours, registered for our
+    failure types, shows the message as written."""
+    pytest.importorskip("mkdocs_macros")
+    from types import SimpleNamespace
+
+    from mkdocs_macros.errors import format_error
+
+    from minikernel.site import macros
+
+    page = SimpleNamespace(file=SimpleNamespace(src_path="x.md"))
+    claim = render.ClaimFailed("the DRAM bytes are no longer `within 5 % of the model`")
+    with pytest.raises(TypeError):  # the formatter we replace, on the same message
+        format_error.dispatch(Exception)(claim, "", page)
+    macros._register_error_page()
+    for error in (claim, MissingResult("100 % missing")):
+        text = format_error(error, "", page)
+        assert str(error) in text and "`x.md`" in text
+        assert text.startswith("# _Macro Rendering Error_")

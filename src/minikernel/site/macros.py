@@ -18,7 +18,41 @@ from .notebooks import generate
 ROOT = Path(__file__).resolve().parents[3]
 
 
+def error_page(error: Exception, markdown: str, page: Any) -> str:
+    """The error text mkdocs-macros writes (and logs) for a page whose claim failed.
+
+    Its own formatter puts the message into its text and then applies ``%`` to the whole, so a
+    message with a per cent sign in it ("within 5 % of the byte model") raised a TypeError
+    inside the error handler and the log showed that instead of the claim. This one inserts
+    the message after formatting; :func:`define_env` registers it for our two failure types."""
+    import traceback
+
+    return "\n".join(
+        [
+            "# _Macro Rendering Error_",
+            "",
+            f"_File_: `{page.file.src_path}`",
+            "",
+            f"_{type(error).__name__}_: {error}",
+            "",
+            "```",
+            traceback.format_exc(),
+            "```",
+        ]
+    )
+
+
+def _register_error_page() -> None:
+    try:
+        from mkdocs_macros.errors import format_error
+    except ImportError:  # an older mkdocs-macros: its formatter is the only one
+        return
+    for kind in (render.ClaimFailed, data.MissingResult):
+        format_error.register(kind, error_page)
+
+
 def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by design
+    _register_error_page()
     extra = env.conf.get("extra", {}) or {}
     default_gpu = extra.get("results_gpu", "h200")
     # extra.repo_url: when set, commits link to <repo_url>/commit/<sha> (empty: unlinked).

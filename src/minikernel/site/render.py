@@ -201,6 +201,7 @@ FIELDS = {
     "median_us": lambda v, lang: fmt.duration_us(v, lang),
     "p20_us": lambda v, lang: fmt.duration_us(v, lang),
     "p80_us": lambda v, lang: fmt.duration_us(v, lang),
+    "duration_ns": lambda v, lang: fmt.duration_us(v / 1000, lang),  # an ncu excerpt's
     "frac_of_ceiling": lambda v, lang: fmt.percent(v, lang),
     "max_rel_err": lambda v, lang: fmt.number(v, lang, 2) if v >= 0.01 else f"{v:.1e}",
     "bytes": lambda v, lang: fmt.bytes_(v, lang),
