@@ -139,6 +139,11 @@ print(f"checked {impls} on {CHECK_SIZES}: all correct")
 # tiles of 128 x 128, fewer than the GPU has SMs. Slow rungs are skipped where one call would
 # take more than about a tenth of a second (predicted from their speed on the previous, smaller
 # shape).
+#
+# The square products run the H200 at its power limit, where the clock a kernel gets depends on
+# the power it draws. So at those shapes each 16-bit case also runs back to back for two seconds
+# while the GPU's energy counter is read: `loop_us`, `loop_power_w` and `energy_mJ`, the energy
+# of one call (where the GPU has the counter; otherwise the records leave them out).
 
 # %% [markdown] lang="es"
 # ## 2. Medir
@@ -156,6 +161,12 @@ print(f"checked {impls} on {CHECK_SIZES}: all correct")
 # tiles de salida de 128 x 128, menos que SMs tiene la GPU. Los peldaños lentos se saltan allí
 # donde una llamada tardaría más de una décima de segundo (lo predice su velocidad en la forma
 # anterior, más pequeña).
+#
+# Los productos cuadrados llevan la H200 a su límite de potencia, y ahí el reloj que recibe un
+# kernel depende de la potencia que consume. Por eso, en esas formas, cada caso de 16 bits se
+# ejecuta además en bucle durante dos segundos mientras se lee el contador de energía de la GPU:
+# `loop_us`, `loop_power_w` y `energy_mJ`, la energía de una llamada (si la GPU tiene ese
+# contador; si no, los registros no los incluyen).
 
 # %%
 if not GPU:
@@ -196,7 +207,9 @@ def max_rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.double() - ref).abs().max() / ref.abs().max())
 
 
-def measure_shape(impl: str, shape: tuple[int, int, int], dtype: torch.dtype, ref, **kw) -> dict:  # type: ignore[no-untyped-def]
+def measure_shape(  # type: ignore[no-untyped-def]
+    impl: str, shape: tuple[int, int, int], dtype: torch.dtype, ref, energy: bool = False, **kw
+) -> dict:
     m, n, k = shape
     run = mm.make_runner(impl, list(shape), dtype, **kw)
     err = max_rel_err(run(), ref)
@@ -211,6 +224,7 @@ def measure_shape(impl: str, shape: tuple[int, int, int], dtype: torch.dtype, re
         flops=mm.matmul_flops(m, n, k),
         max_rel_err=err,
         ceiling=ceiling,
+        energy=energy,
         **({"epilogue": kw["epilogue"]} if "epilogue" in kw else {}),
         **tuned,
     )
@@ -218,7 +232,11 @@ def measure_shape(impl: str, shape: tuple[int, int, int], dtype: torch.dtype, re
     return rec
 
 
-# Triton in bf16 and fp16 against cuBLAS, same shapes, same run.
+# Triton in bf16 and fp16 against cuBLAS, same shapes, same run. At the square shapes, where the
+# products run at the power limit, each case also runs back to back for two seconds to record
+# the energy of one call (minikernel.bench.energy): at a limit, less energy per call is a
+# higher clock.
+ENERGY_SHAPES = [(4096, 4096, 4096), (6144, 6144, 6144), (8192, 8192, 8192)]
 for shape in SHAPES:
     for dtype in (torch.bfloat16, torch.float16):
         inputs = mm.make_inputs(*shape, dtype, "cuda", seed=sum(shape))  # shared by all impls
@@ -230,7 +248,7 @@ for shape in SHAPES:
             else ("triton:1", "triton:2", "triton:3")
         )
         for impl in (*ladder, "cublas"):
-            measure_shape(impl, shape, dtype, ref, inputs=inputs)
+            measure_shape(impl, shape, dtype, ref, energy=shape in ENERGY_SHAPES, inputs=inputs)
         del ref, inputs
         torch.cuda.empty_cache()
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from . import ceilings as _ceilings
 from .clocks import ClockSampler
+from .energy import EnergyCounter, loop_energy
 from .env import collect_env, gpu_slug
 from .results import RESULTS_DIR, SCHEMA_VERSION, results_path, write_atomic
 from .timing import time_gpu
@@ -121,6 +122,8 @@ class Lab:
         import torch
 
         self.clocks = ClockSampler(torch.cuda.current_device())
+        # The energy of one call in a long loop, for the cases that ask (energy.py).
+        self.energy = EnergyCounter(torch.cuda.current_device())
         self.records: list[dict[str, Any]] = []
         self.ncu: list[dict[str, Any]] = []
         self.extra: dict[str, Any] = {"lab": lab_file} if lab_file else {}
@@ -155,10 +158,14 @@ class Lab:
         ceiling: str | None = None,
         graph: bool | None = None,
         rep_ms: float = 100.0,
+        energy: bool = False,
         **extra: Any,
     ) -> dict[str, Any]:
         """Time ``run`` and append a record. GB/s from ``bytes``, TFLOP/s from ``flops``;
-        ``frac_of_ceiling`` against the copy ceiling (memory-bound) or ``ceiling``."""
+        ``frac_of_ceiling`` against the copy ceiling (memory-bound) or ``ceiling``. With
+        ``energy``, also run it back to back for a couple of seconds and record the loop's time
+        per call, mean board power and energy per call (:func:`energy.loop_energy`), where the
+        GPU has an energy counter."""
         idle = cooldown_seconds(bytes, flops)
         if idle:
             time.sleep(idle)  # an idle GPU first: the clock the last case left is not ours
@@ -195,6 +202,10 @@ class Lab:
             rec["host_us"] = round(t.host_us, 3)
         if clock is not None:
             rec.update(clock)
+        if energy:
+            used = loop_energy(run, self.energy)
+            if used is not None:
+                rec.update(used)
         if ceiling not in ("copy_GBps", "bf16_mm_TFLOPs"):
             rec["ceiling"] = ceiling
         self.records.append(rec)
@@ -206,6 +217,12 @@ class Lab:
             + (
                 f"  SM {clock['sm_mhz']} MHz{' (power cap)' if clock['power_capped'] else ''}"
                 if clock is not None
+                else ""
+            )
+            + (
+                f"  loop {rec['loop_us']:.1f} us at {rec['loop_power_w']:.0f} W: "
+                f"{rec['energy_mJ']:.1f} mJ per call"
+                if "energy_mJ" in rec
                 else ""
             ),
             flush=True,

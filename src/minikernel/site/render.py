@@ -209,6 +209,9 @@ FIELDS = {
     "added_mem_bytes": lambda v, lang: fmt.bytes_(v, lang),
     "sm_mhz": lambda v, lang: f"{fmt.integer(int(v), lang)} MHz",
     "power_w": lambda v, lang: f"{fmt.integer(round(v), lang)} W",
+    "loop_power_w": lambda v, lang: f"{fmt.integer(round(v), lang)} W",
+    "loop_us": lambda v, lang: fmt.duration_us(v, lang),
+    "energy_mJ": lambda v, lang: f"{fmt.sig(v, lang)}{fmt.THIN_NBSP}mJ",
 }
 
 
