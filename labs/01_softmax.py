@@ -262,6 +262,7 @@ def measure_case(m: int, n: int, dtype: torch.dtype, impls: list[str], **extra) 
             bytes=nbytes,
             max_rel_err=err,
             graph=graph,
+            energy=n in ENERGY_AT and extra.get("sweep") == "N" and impl in ENERGY_IMPLS,
             **extra,
             **tuned,
         )
@@ -300,7 +301,9 @@ section_done("B sweep")
 #
 # M = 32768 rows in bf16 and M = 8192 rows in fp32, from rows a warp holds to rows no block can
 # hold, where the online recurrence (cuda:8, triton:2) and thread-block clusters (cuda:9) take
-# over. The odd lengths (600, 781, 4097) leave rows that do not start on a 16-byte boundary.
+# over. The odd lengths (600, 781, 4097) leave rows that do not start on a 16-byte boundary. At
+# 65536 and 131072 columns the leading rungs and QuACK also run in a two-second loop, for the
+# energy of one call at the board's power limit (`energy_mJ`; E3 explains why it matters).
 
 # %% [markdown] lang="es"
 # ## 4. El barrido de longitud de fila: N de 256 a 262144
@@ -308,9 +311,18 @@ section_done("B sweep")
 # M = 32768 filas en bf16 y M = 8192 filas en fp32, desde filas que caben en un warp hasta
 # filas que no caben en ningún bloque, donde toman el relevo la recurrencia online (cuda:8,
 # triton:2) y los clusters de bloques (cuda:9). Las longitudes impares (600, 781, 4097) dejan
-# filas que no empiezan en una frontera de 16 bytes.
+# filas que no empiezan en una frontera de 16 bytes. Con 65536 y 131072 columnas, los peldaños
+# que van en cabeza y QuACK se ejecutan además en un bucle de dos segundos, para medir la
+# energía de una llamada en el límite de potencia de la placa (`energy_mJ`; E3 explica por qué
+# importa).
 
 # %%
+# The long rows also run back to back for two seconds with the GPU's energy counter read
+# (loop_us, loop_power_w, energy_mJ; minikernel.bench.energy): a side probe on the H200 found
+# these memory-bound calls drawing the board to its power limit, where the time a kernel keeps
+# is set by its energy per call. The rungs that lead there, and QuACK.
+ENERGY_AT = (65536, 131072)
+ENERGY_IMPLS = ("cuda:12", "cuda:14", "cuda:15", "triton:2", "quack")
 N_SWEEPS = [
     (32768, torch.bfloat16, [256, 600, 781, 4096, 4097, 16384, 65536, 131072, 262144]),
     (8192, torch.float32, [256, 4096, 16384, 65536, 131072, 262144]),

@@ -167,7 +167,9 @@ for dtype in (torch.bfloat16, torch.float32):
 # each shape it times (specialised to it, a fair baseline); that costs seconds per shape, so it
 # is timed at a few row lengths only. Liger's RMSNorm refuses rows of 65536 elements or more;
 # a peer that is not installed or refuses a case is reported and skipped. Each record keeps the
-# largest error of its first rows against the fp64 reference.
+# largest error of its first rows against the fp64 reference. At 65536 and 131072 columns the
+# forward of our two fastest rungs and of the fastest peers also runs in a two-second loop, for
+# the energy of one call at the board's power limit (`energy_mJ`; see E3 on why it matters).
 
 # %% [markdown] lang="es"
 # ## 3. Medir
@@ -191,7 +193,10 @@ for dtype in (torch.bfloat16, torch.float32):
 # pocas longitudes de fila. El RMSNorm de Liger rechaza filas de 65536 elementos o más; un
 # par que no está instalado o que rechaza un caso se anuncia y se salta. Cada registro guarda
 # el mayor error de sus primeras filas frente a
-# la referencia fp64.
+# la referencia fp64. Con 65536 y 131072 columnas, el forward de nuestros dos peldaños más
+# rápidos y de los pares más rápidos se ejecuta además en un bucle de dos segundos, para medir la
+# energía de una llamada en el límite de potencia de la placa (`energy_mJ`; E3 explica por qué
+# importa).
 
 # %%
 if not GPU:
@@ -228,6 +233,12 @@ ONLY_AT = {
     ("torch:compile", "fwd"): [4096, 16384, 131072],
     ("torch:compile", "bwd"): [4096, 131072],
 }
+# The longest forward rows also run back to back for two seconds with the GPU's energy counter
+# read (loop_us, loop_power_w, energy_mJ; minikernel.bench.energy): a side probe on the H200
+# found these memory-bound calls drawing the board to its power limit, where the time a kernel
+# keeps is set by its energy per call. Our two fastest rungs there and the fastest peers.
+ENERGY_AT = (65536, 131072)
+ENERGY_IMPLS = ("cuda:4", "triton:2", "torch:compile", "quack")
 ONLY_DTYPE = {
     ("triton:1", "fwd"): torch.bfloat16,
     ("cuda:1", "fwd"): torch.bfloat16,
@@ -278,6 +289,7 @@ def measure_case(dtype: torch.dtype, m: int, n: int, impl: str, pass_: str) -> N
         pass_=pass_,
         max_rel_err=err,
         graph=False,
+        energy=pass_ == "fwd" and n in ENERGY_AT and impl in ENERGY_IMPLS,
     )
     del run, x, w, dy
 
