@@ -203,6 +203,13 @@ except Exception:  # not installed, or installed without its CUTLASS DSL: skip i
     HAVE_QUACK = False
 PEERS = ["torch:eager", "torch:compile"] + ["liger"] * HAVE_LIGER + ["quack"] * HAVE_QUACK
 OURS = list(sm.VARIANTS)
+# In the N sweep, the long rows also run back to back for two seconds with the GPU's energy
+# counter read (loop_us, loop_power_w, energy_mJ; minikernel.bench.energy): a side probe on the
+# H200 found these memory-bound calls drawing the board to its power limit, where the time a
+# kernel keeps is set by its energy per call. The rungs that lead there, and QuACK. Defined
+# before the B sweep, whose calls to measure_case read them too.
+ENERGY_AT = (65536, 131072)
+ENERGY_IMPLS = ("cuda:12", "cuda:14", "cuda:15", "triton:2", "quack")
 
 
 def predicted_naive_ms(impl: str, m: int, n: int) -> float:
@@ -262,7 +269,7 @@ def measure_case(m: int, n: int, dtype: torch.dtype, impls: list[str], **extra) 
             bytes=nbytes,
             max_rel_err=err,
             graph=graph,
-            energy=n in ENERGY_AT and extra.get("sweep") == "N" and impl in ENERGY_IMPLS,
+            energy=extra.get("sweep") == "N" and n in ENERGY_AT and impl in ENERGY_IMPLS,
             **extra,
             **tuned,
         )
@@ -317,12 +324,6 @@ section_done("B sweep")
 # importa).
 
 # %%
-# The long rows also run back to back for two seconds with the GPU's energy counter read
-# (loop_us, loop_power_w, energy_mJ; minikernel.bench.energy): a side probe on the H200 found
-# these memory-bound calls drawing the board to its power limit, where the time a kernel keeps
-# is set by its energy per call. The rungs that lead there, and QuACK.
-ENERGY_AT = (65536, 131072)
-ENERGY_IMPLS = ("cuda:12", "cuda:14", "cuda:15", "triton:2", "quack")
 N_SWEEPS = [
     (32768, torch.bfloat16, [256, 600, 781, 4096, 4097, 16384, 65536, 131072, 262144]),
     (8192, torch.float32, [256, 4096, 16384, 65536, 131072, 262144]),
