@@ -75,7 +75,10 @@ PREFETCH = """        if (i < s.count) xv[k] = load_vec_plain(xr + static_cast<l
     }
 """
 VECS = "constexpr int KERNEL4_VECS = 4;"
-BOUNDS = "        __launch_bounds__(THREADS, 2048 / THREADS)"  # the entry macro's, not its comment
+# Rung 4's entry macro's bounds (not its comment, nor rung 5's macro: the kernel name follows).
+BOUNDS_TAIL = "\\\n        rmsnorm_kernel4_t##THREADS"
+BOUNDS = "        __launch_bounds__(THREADS, 2048 / THREADS)" + " " * 45 + BOUNDS_TAIL
+BOUNDS_1024 = "        __launch_bounds__(THREADS, 1024 / THREADS)" + " " * 45 + BOUNDS_TAIL
 # The entry list of RMSNORM4_WEIGHT: lines of RMSNORM4_ENTRY(..., threads, cluster), continued.
 ENTRIES = re.compile(
     r"(?:    RMSNORM4_ENTRY\(SUFFIX, T, W, WSUFFIX, \d+, \d+\) +\\\n)+"
@@ -219,9 +222,7 @@ def variants(src: str) -> dict[str, str]:
     entries = "".join(
         f"    RMSNORM4_ENTRY(SUFFIX, T, W, WSUFFIX, {t}, {c}) \\\n" for t, c in V8_SHAPES
     ).rstrip(" \\\n")
-    v8 = src.replace(VECS, "constexpr int KERNEL4_VECS = 8;").replace(
-        BOUNDS, "        __launch_bounds__(THREADS, 1024 / THREADS)"
-    )
+    v8 = src.replace(VECS, "constexpr int KERNEL4_VECS = 8;").replace(BOUNDS, BOUNDS_1024)
     v8 = ENTRIES.sub(lambda _: entries + "\n", v8)
     shipped_entries = ENTRIES.search(src).group(0).rstrip("\n")
     more = "".join(
@@ -242,7 +243,7 @@ def variants(src: str) -> dict[str, str]:
         .replace(K3_STORE, K3_PLAIN_STORE),
         "wreg": src.replace(LOADS, W_EARLY)
         .replace(W_LOAD, W_FROM_REGS)
-        .replace(BOUNDS, "        __launch_bounds__(THREADS, 1024 / THREADS)"),
+        .replace(BOUNDS, BOUNDS_1024),
         **{hint: with_load_hint(src, hint, [X_LOAD]) for hint in LOAD_HINTS},
     }
 

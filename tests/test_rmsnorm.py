@@ -462,6 +462,86 @@ def test_cuda4_long_rows_on_gpu(dtype: torch.dtype, n: int) -> None:
     torch.testing.assert_close(rstd.double(), want, rtol=1e-5, atol=0)
 
 
+# --- cuda:5: rung 4 with fewer instructions, on whole slices ------------------------------------
+
+
+def test_cuda5_plan_and_kernels() -> None:
+    """Rung 5 runs where rung 4's slices are whole (every thread holds four vectors) and there
+    is a weight; a slice cut short, no weight, a row that is not whole vectors, or no rung-4
+    plan leave the row to rung 4 (None). Every kernel it plans exists, and none is unreachable."""
+    from minikernel.kernels.rmsnorm import CU_FILE, plan4, plan5
+
+    bf, f32 = torch.bfloat16, torch.float32
+    for m, n, dtype in (
+        (32768, 32768, bf),
+        (32768, 65536, bf),
+        (32768, 131072, bf),
+        (16384, 65536, f32),
+        (16384, 131072, f32),
+        (4, 262144, f32),
+    ):
+        assert plan5(m, n, dtype, (9, 0), True) == plan4(m, n, dtype, (9, 0)), (n, dtype)
+    assert plan5(16384, 16388, f32, (9, 0), True) is None  # the last slice 1022 vectors short
+    assert plan5(16384, 65540, f32, (9, 0), True) is None  # 2049 vectors a block
+    assert plan5(16384, 49152, f32, (9, 0), True) is None  # 8 blocks of 1536 vectors
+    assert plan5(32768, 65536, bf, (9, 0), False) is None  # no weight: rung 4
+    assert plan5(16384, 8192, f32, (9, 0), True) is None  # one block: rung 3
+    assert plan5(4, 65536, f32, (8, 0), True) is None  # no clusters
+    names = {n for n in compiled(CU_FILE, "sm_90").kernel_names if "kernel5" in n}
+    planned = set()
+    for dtype, suffix in ((f32, "f32"), (torch.float16, "f16"), (bf, "bf16")):
+        for n in (16384, 32768, 65536, 131072, 262144, 524288):
+            sp = plan5(4, n, dtype, (9, 0), True)
+            if sp is not None:
+                for w in ("", "_wf32"):
+                    planned.add(f"rmsnorm_kernel5_t{sp.threads}_c{sp.cluster}_{suffix}{w}")
+    assert planned == names, (sorted(planned - names), sorted(names - planned))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("dtype", "n"),
+    [
+        (torch.float32, 16384),  # two whole blocks of 512
+        (torch.float32, 131072),  # eight whole blocks of 1024 (64 KB each)
+        (torch.float32, 262144),  # sixteen of 1024: the non-portable cluster size
+        (torch.bfloat16, 65536),  # four whole blocks
+        (torch.bfloat16, 131072),  # eight
+        (torch.float16, 262144),  # eight of 1024
+        (torch.bfloat16, 65544),  # the last slice short: rung 4 runs
+    ],
+    ids=lambda v: str(v).removeprefix("torch."),
+)
+def test_cuda5_long_rows_on_gpu(dtype: torch.dtype, n: int) -> None:
+    """Rung 5 against the reference through the checker, with each kind of weight, and bit for
+    bit against rung 4: the same sums in the same order, only fewer instructions."""
+    from minikernel.cuda import clusters_available
+
+    x, w = make_inputs(6, n, dtype, "cuda", seed=n)
+    if not clusters_available(x.device):
+        pytest.skip("rung 5 runs rung 3 (and its fallbacks) without clusters")
+    fn, fn4 = VARIANTS["cuda:5"].fn, VARIANTS["cuda:4"].fn
+    for wkind in _weights(dtype):
+        weight = _pick_weight(w, dtype, wkind)
+        inputs = [x] if weight is None else [x, weight]
+        kernel = (
+            (lambda a, o: fn(a, None, o, EPS))
+            if weight is None
+            else (lambda a, b, o: fn(a, b, o, EPS))
+        )
+        run_checked(
+            kernel, inputs, reference(x, weight, EPS), tolerances=FWD_TOL, name="cuda:5"
+        ).raise_if_failed()
+        got, want = torch.empty_like(x), torch.empty_like(x)
+        fn(x, weight, got, EPS)
+        fn4(x, weight, want, EPS)
+        assert torch.equal(got, want), f"cuda:5 and cuda:4 differ with weight {wkind}"
+    rstd = torch.full((6,), float("nan"), device="cuda")
+    fn(x, w, torch.empty_like(x), EPS, rstd)
+    want = torch.rsqrt(x.double().pow(2).mean(1) + EPS)
+    torch.testing.assert_close(rstd.double(), want, rtol=1e-5, atol=0)
+
+
 # --- the default implementation -----------------------------------------------------------------
 
 

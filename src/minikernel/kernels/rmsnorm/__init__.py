@@ -118,7 +118,9 @@ def _launch_cuda(
     vec = 16 // x.element_size()
     tensors = [t for t in (x, w, out) if t is not None]
     if rung >= 2 and (n % vec or any(t.data_ptr() % 16 for t in tensors)):
-        rung = 1  # kernels 2-4 move 16-byte vectors: rows must be whole vectors, pointers aligned
+        rung = 1  # kernels 2-5 move 16-byte vectors: rows must be whole vectors, pointers aligned
+    if rung == 5:
+        return _launch_cuda5(x, w, out, eps, rstd)
     if rung == 4:
         return _launch_cuda4(x, w, out, eps, rstd)
     if rung == 3:
@@ -266,6 +268,35 @@ def _launch_cuda4(
     return _launch_slices(4, sp, x, w, out, eps, rstd, 0)
 
 
+def plan5(
+    m: int, n: int, dtype: torch.dtype, cc: tuple[int, int], weighted: bool
+) -> SlicePlan | None:
+    """Rung 5's blocks: rung 4's, where every block's slice is whole (each of its threads holds
+    KERNEL4_VECS vectors, so the kernel needs no bounds checks) and there is a weight; None
+    where rung 4 runs instead (a slice cut short, no weight, or no rung-4 plan)."""
+    sp = plan4(m, n, dtype, cc)
+    if sp is None or not weighted or n % (16 // _size(dtype)):
+        return None
+    whole = sp.per_block == sp.threads * KERNEL4_VECS
+    if not whole or sp.per_block * sp.cluster != n // (16 // _size(dtype)):
+        return None
+    return sp
+
+
+def _launch_cuda5(
+    x: torch.Tensor,
+    w: torch.Tensor | None,
+    out: torch.Tensor,
+    eps: float,
+    rstd: torch.Tensor | None,
+) -> torch.Tensor:
+    m, n = x.shape
+    sp = plan5(m, n, x.dtype, _device_facts(x).cc, w is not None)
+    if sp is None:
+        return _launch_cuda4(x, w, out, eps, rstd)
+    return _launch_slices(5, sp, x, w, out, eps, rstd, 0)
+
+
 def _launch_triton(
     rung: int,
     x: torch.Tensor,
@@ -319,6 +350,13 @@ VARIANTS: dict[str, Variant] = {
         lambda x, w, o, eps=1e-6, rstd=None: _launch_cuda(4, x, w, o, eps, rstd),
         _CUDA_SOURCES,
         "rows past 32 KB: each block's slice in registers, over a cluster; else rung 3",
+    ),
+    "cuda:5": Variant(
+        OP,
+        "cuda:5",
+        lambda x, w, o, eps=1e-6, rstd=None: _launch_cuda(5, x, w, o, eps, rstd),
+        _CUDA_SOURCES,
+        "rung 4 with fewer instructions per element, where every slice is whole; else rung 4",
     ),
     "triton:1": Variant(
         OP,
@@ -769,7 +807,7 @@ def _backward(
     forward rungs 3 and 4 where it applies, Triton's otherwise."""
     from .triton_kernels import launch_backward
 
-    if impl in ("cuda:3", "cuda:4") and dy.is_cuda:
+    if impl in ("cuda:3", "cuda:4", "cuda:5") and dy.is_cuda:
         got = _backward_cuda(dy, x, w, rstd, need_dw=need_dw)
         if got is not None:
             return got

@@ -10,6 +10,8 @@
 //                    is long (sm_90+): one read of x at every length, three blocks per SM
 //   rmsnorm_kernel4  rows past 32 KB: each block's slice of the row (32 or 64 KB) held in
 //                    registers, loaded with plain 16-byte loads, clusters of 2-16 blocks (sm_90+)
+//   rmsnorm_kernel5  kernel 4 with fewer instructions per element, where every slice is whole
+//                    and there is a weight: one instruction per bf16 widened, no bounds checks
 //
 // Byte model: read x, write y (2 * M * N * sizeof(T)) plus the weight once (N * sizeof(W)).
 // Every dtype computes in fp32 and rounds once on the store. The weight is either the input's
@@ -385,6 +387,125 @@ __device__ __forceinline__ void rmsnorm4(const T* x, const W* w, T* y, float* rs
     RMSNORM4_WEIGHT(SUFFIX, T, float, _wf32)
 MK_FOR_EACH_DTYPE(RMSNORM4)
 // --8<-- [end:kernel4]
+
+// --8<-- [start:kernel5]
+// Kernel 4 with fewer instructions per element, for the rows where every block's slice is
+// whole (every thread holds K vectors: the host checks) and there is a weight. Written after
+// the lab's two-second loops at the power limit had QuACK spending less energy per call than
+// kernel 4 on the same bytes, and its profile at about two thirds of kernel 4's instructions.
+// Kernel 4's SASS (bf16, eight blocks of 512) spends its instructions on three things this one
+// drops:
+//   - the high bf16 of a 32-bit word widened in two steps (a PRMT moves it down, a shift moves
+//     it back up) where one AND gives the same fp32; the low one is one shift either way. Each
+//     element is widened three times: x for the sum of squares, x again and w for the output;
+//   - a bounds check per vector in each of the three loops, with its branch and the
+//     reconvergence marks around it (BSSY, BSYNC);
+//   - the weight pointer's null test per vector, and a 1.0 moved into every weight slot for the
+//     case without one.
+// Same loads, same stores, same cluster exchange and the same arithmetic in the same order, so
+// the same bits as kernel 4.
+constexpr int KERNEL5_VECS = KERNEL4_VECS;
+
+// Element e of a 16-byte vector as fp32, for 16-bit floats read as 32-bit words (the same
+// widening as softmax.cu's lean_elem, repeated here so that editing one file does not change
+// the other's measured source). bf16: the low half shifted up, the high half with the low
+// half cleared. fp16 and fp32: the plain conversion.
+template <typename T> __device__ __forceinline__ float lean_at(const Vec<T>& v, int e) {
+    return to_float(v.v[e]);
+}
+__device__ __forceinline__ float lean_at(const Vec<mk_bf16>& v, int e) {
+    const unsigned w = reinterpret_cast<const unsigned*>(&v)[e >> 1];
+    return __uint_as_float((e & 1) ? (w & 0xffff0000u) : (w << 16));
+}
+
+template <typename T, typename W, int THREADS, int CLUSTER>
+__device__ __forceinline__ void rmsnorm5(const T* x, const W* w, T* y, float* rstd_out,
+                                         long long n, float eps, int per_block) {
+    constexpr int V = Vec<T>::N;
+    constexpr int K = KERNEL5_VECS;
+    constexpr int WPV = V / Vec<W>::N;  // weight vectors per vector of x (1, or 2 for fp32 w)
+    static_assert(CLUSTER > 1, "a row that fits one block runs kernel 3");
+    __shared__ ClusterExchange<1, THREADS / 32, CLUSTER> xch;
+    const unsigned rank = cluster_rank();
+    exchange_open(xch);
+    const long long row = blockIdx.x / CLUSTER;
+    // per_block == THREADS * K: the host checks it (plan5)
+    const long long first = static_cast<long long>(rank) * per_block * V;
+    const T* xr = x + row * n + first;
+    T* yr = y + row * n + first;
+    const W* wr = w + first;
+    const int tid = threadIdx.x;
+    Vec<T> xv[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {  // all K loads in flight before any is used, as in kernel 4
+        xv[k] = load_vec_plain(xr + static_cast<long long>(tid + k * THREADS) * V);
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const float f = lean_at(xv[k], e);
+            ss += f * f;
+        }
+    }
+    if constexpr (sizeof(T) == 2) {  // keep x packed: widen it again below (kernel 4 says why)
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            uint4& r = reinterpret_cast<uint4&>(xv[k]);
+            asm volatile("" : "+r"(r.x), "+r"(r.y), "+r"(r.z), "+r"(r.w));
+        }
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, offset);
+    exchange_push(xch, {ss});
+    float acc[1] = {0.0f};
+    exchange_fold(xch, acc, [](float (&a)[1], const float (&b)[1]) { a[0] += b[0]; });
+    const float rstd = rsqrtf(acc[0] / static_cast<float>(n) + eps);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const long long i = static_cast<long long>(tid + k * THREADS) * V;
+        // The weights with a plain load, not kernel 4's __ldg: without the bounds checks
+        // nothing kept ptxas from hoisting every read-only (.nc) weight load above the first
+        // store, and K weight vectors next to x spilled (fp32 rows, fp32 weights). A plain load
+        // may alias y, so each stays after the store before it, where kernel 4's branches
+        // keep its own.
+        Vec<W> wv[WPV];
+#pragma unroll
+        for (int c = 0; c < WPV; ++c) {
+            const uint4 raw = *reinterpret_cast<const uint4*>(wr + i + c * Vec<W>::N);
+            wv[c] = *reinterpret_cast<const Vec<W>*>(&raw);
+        }
+        Vec<T> out;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const float wf = lean_at(wv[e / Vec<W>::N], e % Vec<W>::N);
+            out.v[e] = from_float<T>(lean_at(xv[k], e) * rstd * wf);
+        }
+        store_vec(yr + i, out);
+    }
+    if (rstd_out && rank == 0 && threadIdx.x == 0) rstd_out[row] = rstd;
+}
+
+#define RMSNORM5_ENTRY(SUFFIX, T, W, WSUFFIX, THREADS, CLUSTER)                                \
+    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)                                 \
+        __launch_bounds__(THREADS, 2048 / THREADS)                                             \
+        rmsnorm_kernel5_t##THREADS##_c##CLUSTER##_##SUFFIX##WSUFFIX(                           \
+            const T* x, const W* w, T* y, float* rstd, long long n, float eps, int per_block) { \
+        rmsnorm5<T, W, THREADS, CLUSTER>(x, w, y, rstd, n, eps, per_block);                    \
+    }
+// Kernel 4's launch shapes (plan4 picks them; plan5 keeps the whole ones).
+#define RMSNORM5_WEIGHT(SUFFIX, T, W, WSUFFIX)                                                 \
+    RMSNORM5_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 2)                                              \
+    RMSNORM5_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 4)                                              \
+    RMSNORM5_ENTRY(SUFFIX, T, W, WSUFFIX, 512, 8)                                              \
+    RMSNORM5_ENTRY(SUFFIX, T, W, WSUFFIX, 1024, 8)                                             \
+    RMSNORM5_ENTRY(SUFFIX, T, W, WSUFFIX, 1024, 16)
+#define RMSNORM5(SUFFIX, T)                                                                    \
+    RMSNORM5_WEIGHT(SUFFIX, T, T, )                                                            \
+    RMSNORM5_WEIGHT(SUFFIX, T, float, _wf32)
+MK_FOR_EACH_DTYPE(RMSNORM5)
+// --8<-- [end:kernel5]
 #endif  // __CUDA_ARCH__ >= 900
 
 // A thread's dw sums, acc[k] for its vectors first + k * step (those below count), stored as
