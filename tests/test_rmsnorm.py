@@ -419,6 +419,40 @@ def test_cuda4_plan_and_kernels() -> None:
     assert planned == names, (sorted(planned - names), sorted(names - planned))
 
 
+def _check_cluster_rung(
+    impl: str, dtype: torch.dtype, n: int, same_bits_as: str | None = None
+) -> None:
+    """A cluster rung on six rows of n: against the reference through the checker (which also
+    catches writes outside y), with each kind of weight, bit for bit against `same_bits_as` if
+    given, and its rstd (what the backward reads)."""
+    from minikernel.cuda import clusters_available
+
+    x, w = make_inputs(6, n, dtype, "cuda", seed=n)
+    if not clusters_available(x.device):
+        pytest.skip(f"{impl} runs rung 3 (and its fallbacks) without clusters")
+    fn = VARIANTS[impl].fn
+    for wkind in _weights(dtype):
+        weight = _pick_weight(w, dtype, wkind)
+        inputs = [x] if weight is None else [x, weight]
+        kernel = (
+            (lambda a, o: fn(a, None, o, EPS))
+            if weight is None
+            else (lambda a, b, o: fn(a, b, o, EPS))
+        )
+        run_checked(
+            kernel, inputs, reference(x, weight, EPS), tolerances=FWD_TOL, name=impl
+        ).raise_if_failed()
+        if same_bits_as is not None:
+            got, want = torch.empty_like(x), torch.empty_like(x)
+            fn(x, weight, got, EPS)
+            VARIANTS[same_bits_as].fn(x, weight, want, EPS)
+            assert torch.equal(got, want), f"{impl} and {same_bits_as} differ with weight {wkind}"
+    rstd = torch.full((6,), float("nan"), device="cuda")
+    fn(x, w, torch.empty_like(x), EPS, rstd)
+    want = torch.rsqrt(x.double().pow(2).mean(1) + EPS)
+    torch.testing.assert_close(rstd.double(), want, rtol=1e-5, atol=0)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("dtype", "n"),
@@ -437,29 +471,8 @@ def test_cuda4_plan_and_kernels() -> None:
     ids=lambda v: str(v).removeprefix("torch."),
 )
 def test_cuda4_long_rows_on_gpu(dtype: torch.dtype, n: int) -> None:
-    """Rung 4's clusters against the reference, through the checker (which also catches writes
-    outside y), with each kind of weight, and its rstd (what the backward reads)."""
-    from minikernel.cuda import clusters_available
-
-    x, w = make_inputs(6, n, dtype, "cuda", seed=n)
-    if not clusters_available(x.device):
-        pytest.skip("rung 4 runs rung 3 (and its fallbacks) without clusters")
-    fn = VARIANTS["cuda:4"].fn
-    for wkind in _weights(dtype):
-        weight = _pick_weight(w, dtype, wkind)
-        inputs = [x] if weight is None else [x, weight]
-        kernel = (
-            (lambda a, o: fn(a, None, o, EPS))
-            if weight is None
-            else (lambda a, b, o: fn(a, b, o, EPS))
-        )
-        run_checked(
-            kernel, inputs, reference(x, weight, EPS), tolerances=FWD_TOL, name="cuda:4"
-        ).raise_if_failed()
-    rstd = torch.full((6,), float("nan"), device="cuda")
-    fn(x, w, torch.empty_like(x), EPS, rstd)
-    want = torch.rsqrt(x.double().pow(2).mean(1) + EPS)
-    torch.testing.assert_close(rstd.double(), want, rtol=1e-5, atol=0)
+    """Rung 4's clusters against the reference, with each kind of weight, and its rstd."""
+    _check_cluster_rung("cuda:4", dtype, n)
 
 
 # --- cuda:5: rung 4 with fewer instructions, on whole slices ------------------------------------
@@ -513,33 +526,9 @@ def test_cuda5_plan_and_kernels() -> None:
     ids=lambda v: str(v).removeprefix("torch."),
 )
 def test_cuda5_long_rows_on_gpu(dtype: torch.dtype, n: int) -> None:
-    """Rung 5 against the reference through the checker, with each kind of weight, and bit for
-    bit against rung 4: the same sums in the same order, only fewer instructions."""
-    from minikernel.cuda import clusters_available
-
-    x, w = make_inputs(6, n, dtype, "cuda", seed=n)
-    if not clusters_available(x.device):
-        pytest.skip("rung 5 runs rung 3 (and its fallbacks) without clusters")
-    fn, fn4 = VARIANTS["cuda:5"].fn, VARIANTS["cuda:4"].fn
-    for wkind in _weights(dtype):
-        weight = _pick_weight(w, dtype, wkind)
-        inputs = [x] if weight is None else [x, weight]
-        kernel = (
-            (lambda a, o: fn(a, None, o, EPS))
-            if weight is None
-            else (lambda a, b, o: fn(a, b, o, EPS))
-        )
-        run_checked(
-            kernel, inputs, reference(x, weight, EPS), tolerances=FWD_TOL, name="cuda:5"
-        ).raise_if_failed()
-        got, want = torch.empty_like(x), torch.empty_like(x)
-        fn(x, weight, got, EPS)
-        fn4(x, weight, want, EPS)
-        assert torch.equal(got, want), f"cuda:5 and cuda:4 differ with weight {wkind}"
-    rstd = torch.full((6,), float("nan"), device="cuda")
-    fn(x, w, torch.empty_like(x), EPS, rstd)
-    want = torch.rsqrt(x.double().pow(2).mean(1) + EPS)
-    torch.testing.assert_close(rstd.double(), want, rtol=1e-5, atol=0)
+    """Rung 5 against the reference, with each kind of weight, and bit for bit against rung 4:
+    the same sums in the same order, only fewer instructions."""
+    _check_cluster_rung("cuda:5", dtype, n, same_bits_as="cuda:4")
 
 
 # --- the default implementation -----------------------------------------------------------------
