@@ -209,7 +209,7 @@ OURS = list(sm.VARIANTS)
 # kernel keeps is set by its energy per call. The rungs that lead there, and QuACK. Defined
 # before the B sweep, whose calls to measure_case read them too.
 ENERGY_AT = (65536, 131072)
-ENERGY_IMPLS = ("cuda:12", "cuda:14", "cuda:15", "triton:2", "quack")
+ENERGY_IMPLS = ("cuda:12", "cuda:14", "cuda:15", "cuda:16", "triton:2", "quack")
 
 
 def predicted_naive_ms(impl: str, m: int, n: int) -> float:
@@ -347,10 +347,12 @@ section_done("N sweep")
 # tell whether the rows it asked L2 for were still there when read (the model's bytes) or
 # were read twice, QuACK at 32768 x 65536 bf16, whose instructions per byte set beside
 # cuda:10's say how much leaner its inner loop is, and the register-slice rung (cuda:14) at the
-# same shape, which holds QuACK's slice shape in CUDA C; and the short-row rung (cuda:15) at
-# 32768 x 600 bf16, a case of 79 MB where the start and end of the kernel weigh on the time; each
-# unless it was already profiled above (one excerpt per implementation keeps every page's
-# reference to an excerpt unambiguous).
+# same shape, which holds QuACK's slice shape in CUDA C; the short-row rung (cuda:15) at
+# 32768 x 600 bf16, a case of 79 MB where the start and end of the kernel weigh on the time; and
+# rung 14 with fewer instructions (cuda:16) at 32768 x 65536 bf16, where its warp instructions
+# set beside rung 14's and QuACK's say what the trim removed, and at 8192 x 65536 fp32, beside
+# rung 12's. Each is skipped if it was already profiled above at the same shape (one excerpt
+# per implementation and shape keeps every page's reference to an excerpt unambiguous).
 
 # %% [markdown] lang="es"
 # ## 5. Perfilar
@@ -368,10 +370,13 @@ section_done("N sweep")
 # seguían allí al leerlas (los bytes del modelo) o se leyeron dos veces, y QuACK con 32768 x
 # 65536 bf16, cuyas instrucciones por byte, junto a las de cuda:10, dicen cuánto más ligero es
 # su bucle interno, y el peldaño con el trozo en registros (cuda:14) con la misma forma, que
-# reproduce en CUDA C la forma de trozo de QuACK; y el peldaño de filas cortas (cuda:15) con
+# reproduce en CUDA C la forma de trozo de QuACK; el peldaño de filas cortas (cuda:15) con
 # 32768 x 600 bf16, un caso de 79 MB en el que el arranque y el final del kernel pesan en el
-# tiempo; cada uno salvo si ya se perfiló arriba (un extracto por implementación mantiene sin
-# ambigüedad cada referencia de las páginas a un extracto).
+# tiempo; y el peldaño 14 con menos instrucciones (cuda:16) con 32768 x 65536 bf16, donde sus
+# instrucciones de warp, junto a las del peldaño 14 y las de QuACK, dicen qué quitó el recorte,
+# y con 8192 x 65536 fp32, junto a las del peldaño 12. Cada uno se omite si ya se perfiló
+# arriba con la misma forma (un extracto por implementación y forma mantiene sin ambigüedad
+# cada referencia de las páginas a un extracto).
 
 # %%
 PROFILE_SHAPE, PROFILE_DTYPE = [32768, 4096], torch.bfloat16
@@ -421,9 +426,11 @@ LONG_CASES = [
     ("quack", [32768, 65536], torch.bfloat16),
     ("cuda:14", [32768, 65536], torch.bfloat16),
     ("cuda:15", [32768, 600], torch.bfloat16),
+    ("cuda:16", [32768, 65536], torch.bfloat16),
+    ("cuda:16", [8192, 65536], torch.float32),
 ]
 for impl, shape, dtype in LONG_CASES:
-    if impl in profiles:
+    if impl in profiles and shape == PROFILE_SHAPE and dtype == PROFILE_DTYPE:
         continue
     try:  # an extra excerpt: if ncu fails on it, the lab's measurements still get saved
         lab.profile(impl, shape, str(dtype)[6:], model_bytes=sm.bytes_moved(*shape, dtype))

@@ -581,38 +581,93 @@ def test_rung12_matches_with_and_without_prefetch(m: int, n: int, dtype: torch.d
     ).raise_if_failed()
 
 
+# Kernel 14's launch shapes, which rung 16 runs with its own kernels too.
+SLICE_CASES = [
+    (5, 8203, torch.bfloat16, False),  # two 16 KB slices, scalar edges in block 0
+    (33, 16392, torch.float16, False),  # one vector past 32 KB: two 32 KB slices, half full
+    (7, 65545, torch.bfloat16, False),  # eight slices, the last one shorter, edges
+    (3, 262147, torch.bfloat16, False),  # a cluster of 16 (the host's opt-in), edges
+    (4, 65541, torch.float32, False),  # fp32: sixteen 32 KB slices
+    (2, 262145, torch.float32, False),  # fp32: sixteen 64 KB slices of 512 threads
+    (5, 65536, torch.bfloat16, False),  # whole slices, no edges: the unchecked kernel
+    (3, 262144, torch.bfloat16, False),  # the same over a cluster of 16
+    (4, 16384, torch.float16, False),  # two full 16 KB slices
+    (3, 131072, torch.float32, False),  # fp32: sixteen full 32 KB slices
+    (2, 262144, torch.float32, False),  # fp32: sixteen full 64 KB slices
+    (8, 65536, torch.bfloat16, True),  # the special rows in the unchecked kernel
+    (8, 65545, torch.bfloat16, True),  # the special rows (-inf, +inf, NaN) over 8 blocks
+    (8, 262145, torch.float32, True),  # and over 16
+]
+
+
+def _check_slices(rung: int, m: int, n: int, dtype: torch.dtype, special: bool) -> None:
+    """One register-slice launch of rung 14 or 16 against the reference (the checker also
+    catches writes outside y), and torch's NaN rows where ``special``."""
+    if ck.plan(rung, m, n, dtype, ck.device_facts(0)).rung != rung:
+        pytest.skip(f"no clusters on this GPU: cuda:{rung} runs another rung's plan")
+    impl = f"cuda:{rung}"
+    x = special_rows(n, dtype, "cuda") if special else make_inputs(m, n, dtype, "cuda", seed=n)
+    run_checked(
+        _run(impl), [x], reference(x), tolerances=tolerances(impl, n), name=impl
+    ).raise_if_failed()
+    if special:
+        want_nan = torch.isnan(torch.softmax(x.float().cpu(), dim=-1))
+        assert torch.equal(torch.isnan(softmax(x, impl=impl).float().cpu()), want_nan)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "dtype", "special"), SLICE_CASES)
+def test_rung14_register_slices(m: int, n: int, dtype: torch.dtype, special: bool) -> None:
+    """Each kernel 14 launch shape, including empty and short last slices, edges and torch's
+    NaN rows."""
+    _check_slices(14, m, n, dtype, special)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("m", "n", "dtype", "special"),
     [
-        (5, 8203, torch.bfloat16, False),  # two 16 KB slices, scalar edges in block 0
-        (33, 16392, torch.float16, False),  # one vector past 32 KB: two 32 KB slices, half full
-        (7, 65545, torch.bfloat16, False),  # eight slices, the last one shorter, edges
-        (3, 262147, torch.bfloat16, False),  # a cluster of 16 (the host's opt-in), edges
-        (4, 65541, torch.float32, False),  # fp32: sixteen 32 KB slices
-        (2, 262145, torch.float32, False),  # fp32: sixteen 64 KB slices of 512 threads
-        (5, 65536, torch.bfloat16, False),  # whole slices, no edges: the unchecked kernel
-        (3, 262144, torch.bfloat16, False),  # the same over a cluster of 16
-        (4, 16384, torch.float16, False),  # two full 16 KB slices
-        (3, 131072, torch.float32, False),  # fp32: sixteen full 32 KB slices
-        (2, 262144, torch.float32, False),  # fp32: sixteen full 64 KB slices
-        (8, 65536, torch.bfloat16, True),  # the special rows in the unchecked kernel
-        (8, 65545, torch.bfloat16, True),  # the special rows (-inf, +inf, NaN) over 8 blocks
-        (8, 262145, torch.float32, True),  # and over 16
+        *SLICE_CASES,
+        (6, 65536, torch.float32, False),  # fp32 256 KB, rung 16's own: eight full 32 KB slices
+        (5, 65537, torch.float32, False),  # the same with an edge: the checked kernel
+        (8, 65536, torch.float32, True),  # the special rows (a +-30000 ramp: the fold's fix)
     ],
 )
-def test_rung14_register_slices(m: int, n: int, dtype: torch.dtype, special: bool) -> None:
-    """Each kernel 14 launch shape against the reference (the checker also catches writes
-    outside y), including empty and short last slices, edges and torch's NaN rows."""
-    if ck.plan(14, m, n, dtype, ck.device_facts(0)).rung != 14:
-        pytest.skip("no clusters on this GPU: cuda:14 runs rung 13's plan")
-    x = special_rows(n, dtype, "cuda") if special else make_inputs(m, n, dtype, "cuda", seed=n)
+def test_rung16_register_slices(m: int, n: int, dtype: torch.dtype, special: bool) -> None:
+    """Kernel 16 at each of kernel 14's launch shapes and its own fp32 256 KB rows."""
+    _check_slices(16, m, n, dtype, special)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("n", "dtype"),
+    [
+        (600, torch.float32),  # rung 15's lane groups: one shift per row
+        (600, torch.bfloat16),
+        (65536, torch.float32),  # rung 16's cluster: a shift per thread
+        (65536, torch.bfloat16),
+    ],
+    ids=lambda v: _dt(v) if isinstance(v, torch.dtype) else f"n{v}",
+)
+@pytest.mark.parametrize("impl", ["cuda:14", "cuda:15", "cuda:16"])
+def test_large_logits_and_the_folded_exponent(impl: str, n: int, dtype: torch.dtype) -> None:
+    """Rows shifted by large constants. Rungs 15 and 16 fold the shift into the exponent's
+    FFMA, 2^(x log2 e - ms), where ms = m log2 e is rounded: every p of a thread carries the
+    rounding as a factor 2^eta, and |eta| grows with |m| (softmax.cu, `foldable`).
+    - 3e4 and 6.5e4, inside the fold: |eta| up to 2^-9 and 2^-8, 1e-3 of p. One shift serves a
+      row of rung 15, so the factor cancels in p / s; in rung 16 each thread has its own, and
+      unless it divides the factor out of its sum and its scale the threads' pieces of a row
+      disagree by ~100 times the fp32 tolerance.
+    - 1e6 and +-1e12, past the fold's bound: subtract first. Kept in the fold, eta would be
+      about 0.02 at 1e6 and 6e4 at 1e12, where 2^eta overflows and the row would come out NaN.
+    Rung 14 never folds: the same rows, as the baseline."""
+    x = make_inputs(7, n, torch.float32, "cpu", seed=5)
+    for i, c in enumerate([3.0e4, -3.0e4, 6.5e4, 1.0e6, 1.0e12, -1.0e12]):
+        x[i] += c  # row 6 stays as drawn
+    x = x.to(dtype).cuda()
     run_checked(
-        _run("cuda:14"), [x], reference(x), tolerances=tolerances("cuda:14", n), name="cuda:14"
+        _run(impl), [x], reference(x), tolerances=tolerances(impl, n), name=impl
     ).raise_if_failed()
-    if special:
-        want_nan = torch.isnan(torch.softmax(x.float().cpu(), dim=-1))
-        assert torch.equal(torch.isnan(softmax(x, impl="cuda:14").float().cpu()), want_nan)
 
 
 @pytest.mark.gpu
@@ -751,6 +806,50 @@ def test_rung15_plan() -> None:
         assert ck.plan(15, 3, n, dtype, ck.H200) == ck.plan(14, 3, n, dtype, ck.H200), n
 
 
+def test_rung16_plan() -> None:
+    """Rung 16 is rung 14's register-slice plan with its own kernels (same grid, block, cluster
+    and slices), plus fp32 rows of 256 KB, which rung 14 leaves to rung 12; rung 15's short rows
+    stay rung 15's, and every other row is rung 15's plan."""
+    for n, dtype in [
+        (8200, torch.bfloat16),
+        (16392, torch.bfloat16),
+        (65536, torch.bfloat16),
+        (65537, torch.bfloat16),
+        (131072, torch.float16),
+        (262144, torch.bfloat16),
+        (65540, torch.float32),
+        (131072, torch.float32),
+        (262144, torch.float32),
+    ]:
+        p14, p16 = ck.plan(14, 3, n, dtype, ck.H200), ck.plan(16, 3, n, dtype, ck.H200)
+        assert p14.rung == 14 and p16.rung == 16, (n, dtype)
+        assert p16.kernel == p14.kernel.replace("softmax_kernel14_", "softmax_kernel16_")
+        assert (p16.grid, p16.block, p16.cluster, p16.smem, p16.per_block) == (
+            p14.grid,
+            p14.block,
+            p14.cluster,
+            p14.smem,
+            p14.per_block,
+        )
+    for n, tag in [(65536, "full_"), (65537, "")]:  # fp32 rows of 256 KB of vectors
+        p = ck.plan(16, 3, n, torch.float32, ck.H200)
+        assert ck.plan(14, 3, n, torch.float32, ck.H200).rung == 13  # rung 14 leaves them
+        assert p.kernel == f"softmax_kernel16_t256_k8_c8_{tag}f32", n
+        assert (p.rung, p.grid, p.block, p.cluster, p.per_block) == (16, 24, 256, 8, 2048)
+    for n, dtype in [
+        (600, torch.float32),  # rung 15's lane groups
+        (600, torch.bfloat16),
+        (781, torch.bfloat16),  # not whole vectors: rung 15 hands it on
+        (8192, torch.bfloat16),  # 16 KB: rung 11's registers
+        (16384, torch.float32),  # fp32 under 256 KB
+        (65532, torch.float32),  # one vector short of 256 KB
+        (262152, torch.bfloat16),  # 16-bit past 512 KB
+        (262148, torch.float32),  # fp32 past 1 MB
+    ]:
+        assert ck.plan(16, 3, n, dtype, ck.H200) == ck.plan(15, 3, n, dtype, ck.H200), n
+    assert ck.plan(16, 3, 65536, torch.bfloat16, SM80).kernel == "softmax_kernel8_bf16"
+
+
 def test_rung13_plan() -> None:
     """Rung 13 is rung 12's plan with rung 10's, 11's and 12's kernels swapped for the same
     kernels with the two-instruction exponential: same grid, block, shared memory, slices and
@@ -843,6 +942,7 @@ def test_every_planned_kernel_exists() -> None:
                 40000,
                 50000,
                 65536,
+                65537,
                 100000,
                 131072,
                 200000,
@@ -864,7 +964,7 @@ def test_every_planned_kernel_exists() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    "impl", ["cuda:5", "cuda:7", "cuda:9", *(f"cuda:{r}" for r in range(10, 16))]
+    "impl", ["cuda:5", "cuda:7", "cuda:9", *(f"cuda:{r}" for r in range(10, 17))]
 )
 def test_misaligned_input_and_output(impl: str) -> None:
     """x and out at different addresses modulo 16: the vector rungs copy x to match out."""

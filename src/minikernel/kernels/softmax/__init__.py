@@ -1,7 +1,7 @@
 """Softmax along one dimension: a ladder of CUDA C kernels, two Triton kernels and a dispatcher.
 
 Public entry point: :func:`softmax`. ``VARIANTS`` lists the implementations by registry key
-(``cuda:1`` ... ``cuda:15``, ``triton:1``, ``triton:2``); ``"numpy"`` is the CPU fallback.
+(``cuda:1`` ... ``cuda:16``, ``triton:1``, ``triton:2``); ``"numpy"`` is the CPU fallback.
 """
 
 from __future__ import annotations
@@ -117,6 +117,7 @@ _CUDA_SUMMARIES = {
     13: "rung 12 with a two-instruction exponential (ex2.approx.ftz) and bf16 unpacking",
     14: "long rows over a cluster with each block's slice in registers, p kept in fp32",
     15: "short rows in groups of lanes sized to the row, exactly the vectors it needs",
+    16: "rung 14's register slices with the exponent's shift folded into one FFMA",
 }
 
 VARIANTS: dict[str, Variant] = {

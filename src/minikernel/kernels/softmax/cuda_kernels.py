@@ -16,7 +16,9 @@ kernels plus an L2 prefetch of a row further down); cuda:13 runs cuda:12's choic
 exponential in each of its kernels; cuda:14 runs rows of 16 KB to 1 MB (fp32: from 256 KB)
 over a cluster with each block's slice in registers, and every other shape as cuda:13;
 cuda:15 runs short rows (up to 32 lanes of VPT_MAX vectors) in groups of lanes sized to the row,
-and every other shape, or a row that is not whole aligned vectors, as cuda:14.
+and every other shape, or a row that is not whole aligned vectors, as cuda:14; cuda:16 runs
+cuda:14's register slices with a cheaper exponential (and fp32 rows of 256 KB too), and every
+other shape as cuda:15.
 """
 
 from __future__ import annotations
@@ -255,9 +257,13 @@ KERNEL14_SLICES = ((32 << 10, 256, 4), (512 << 10, 256, 8), (1 << 20, 512, 8))
 two blocks up to 32 KB, 32 KB slices over 2 to 16 blocks up to 512 KB, 64 KB slices over 16
 blocks up to 1 MB (fp32 only: a 16-bit 64 KB slice would need ~100 registers per thread)."""
 KERNEL14_CLUSTERS = (2, 4, 8, 16)
-KERNEL14_FP32_FROM = 256 << 10
-"""fp32 rows up to this many bytes stay with rung 12's prefetch, level with the register slice
-in the side probe that chose these shapes (the docstring of :func:`_plan14`)."""
+KERNEL14_FP32_FROM = (256 << 10) + 16
+"""The shortest fp32 row rung 14 takes, in bytes: one vector over 256 KB. Rows up to 256 KB stay
+with rung 12's prefetch, level with the register slice in the side probe that chose these
+shapes (the docstring of :func:`_plan14`)."""
+KERNEL16_FP32_FROM = 256 << 10
+"""The shortest fp32 row rung 16 takes: 256 KB (65536 columns), where lab 02 measured rung 12
+behind QuACK."""
 
 
 def _plan14(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
@@ -269,27 +275,38 @@ def _plan14(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
     fastest of the register layouts it timed at bf16 rows of 64 KB to 512 KB; at 32 KB, two
     16 KB blocks beat one 32 KB block; fp32 rows gained from 512 KB up. Takes (x, y, N,
     per_block), like kernel 10."""
-    p = _plan13(m, n, dtype, dev)
+    return _slice_plan(14, m, n, dtype, dev, fp32_from=KERNEL14_FP32_FROM) or _plan13(
+        m, n, dtype, dev
+    )
+
+
+def _slice_plan(
+    rung: int, m: int, n: int, dtype: torch.dtype, dev: DeviceFacts, fp32_from: int
+) -> Plan | None:
+    """Rung 14's register slice (or rung 16's, the same shapes with its own kernels) for an
+    (m, n) input, taking fp32 rows of ``fp32_from`` bytes and more; None for a row it does not
+    take."""
     vn = vector_width(dtype)
     nbytes = (n // vn) * 16
     wide = dtype == torch.float32
-    if dev.cc < (9, 0) or nbytes <= KERNEL10_MIN_SLICE or (wide and nbytes <= KERNEL14_FP32_FROM):
-        return p
+    if dev.cc < (9, 0) or nbytes <= KERNEL10_MIN_SLICE or (wide and nbytes < fp32_from):
+        return None
     for most, threads, k in KERNEL14_SLICES:
         if nbytes <= most and (wide or threads * k * 16 <= 32 << 10):
             break
     else:
-        return p
+        return None
     slice_bytes = threads * k * 16
     cluster = next(c for c in KERNEL14_CLUSTERS if c * slice_bytes >= nbytes)
     if m * cluster > _INT32_MAX:
-        return p
+        return None
     nvec = n // vn
     # Rows that are whole vectors and fill every slice run the kernel without bound checks
     # (``_full``); :func:`launch` swaps it for the checked one when x is not 16-byte aligned.
     full = n % vn == 0 and nvec == cluster * threads * k
-    name = f"softmax_kernel14_t{threads}_k{k}_c{cluster}_{'full_' if full else ''}{SUFFIX[dtype]}"
-    return Plan(14, name, m * cluster, threads, per_block=-(-nvec // cluster), cluster=cluster)
+    full_tag = "full_" if full else ""
+    name = f"softmax_kernel{rung}_t{threads}_k{k}_c{cluster}_{full_tag}{SUFFIX[dtype]}"
+    return Plan(rung, name, m * cluster, threads, per_block=-(-nvec // cluster), cluster=cluster)
 
 
 KERNEL15_THREADS = 128
@@ -335,6 +352,17 @@ def _plan15(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
     return Plan(15, name, -(-m // rows), KERNEL15_THREADS, per_block=n // vn)
 
 
+def _plan16(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
+    """Kernel 16: rung 14's register slices, with the exponent's shift folded into one FFMA
+    (softmax.cu), on the rows rung 14 takes and on fp32 rows of 256 KB (65536 columns), which
+    rung 14 leaves to rung 12; rung 15's short rows, and every other row where rung 15 sends
+    it. Same arguments as kernel 14."""
+    p = _plan15(m, n, dtype, dev)
+    if p.rung == 15:
+        return p
+    return _slice_plan(16, m, n, dtype, dev, fp32_from=KERNEL16_FP32_FROM) or p
+
+
 _PLANNERS = {
     1: _plan1,
     2: functools.partial(_plan_smem, 2),
@@ -351,6 +379,7 @@ _PLANNERS = {
     13: _plan13,
     14: _plan14,
     15: _plan15,
+    16: _plan16,
 }
 RUNGS = tuple(_PLANNERS)
 
@@ -370,7 +399,7 @@ def plan(rung: int, m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Pla
         raise _refuse(
             rung, "one block per row, and a grid has at most 2^31 - 1 blocks", m, n, dtype
         )
-    if rung in (5, 6, 7, 9, 10, 11, 12, 13, 14, 15) and n > _INT32_MAX:
+    if rung in (5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16) and n > _INT32_MAX:
         raise _refuse(rung, "it indexes a row with 32-bit integers", m, n, dtype)
     try:
         return _PLANNERS[rung](m, n, dtype, dev)
@@ -440,7 +469,7 @@ def launch(rung: int, x: torch.Tensor, y: torch.Tensor, p: Plan | None = None) -
         args: tuple = (x, y, ctypes.c_int64(m), ctypes.c_int64(n))
     elif p.rung == 15:
         args = (x, y, ctypes.c_int64(m), ctypes.c_int32(p.per_block))
-    elif p.rung in (10, 14):
+    elif p.rung in (10, 14, 16):
         args = (x, y, ctypes.c_int64(n), ctypes.c_int32(p.per_block))
     elif p.rung in (12, 13):
         args = (

@@ -65,12 +65,13 @@ def tolerances(impl: str, n: int) -> dict[torch.dtype, tuple[float, float]]:
     is rounded twice: up to twice the one-rounding bound, rtol 2e-3 (fp16) and 1.6e-2 (bf16),
     and two subnormal spacings, 1.2e-7, for fp16. Its fp32 p is exact. cuda:14 keeps p in fp32
     registers up to 512 KB rows (262144 16-bit elements) and runs rung 10's kernels past that;
-    cuda:15 runs cuda:14's kernels on every row longer than its own short ones.
+    cuda:15 runs cuda:14's kernels on every row longer than its own short ones, and cuda:16
+    rung 14's slices with its own exponential (the same bounds) and rung 15's short rows.
     """
     if impl in ("cuda:1", "cuda:2") and n > 32768:
         return {**TOLERANCES, torch.float32: (1e-12, max(1e-4, n * 2.0**-24 / 64))}
     if impl in ("cuda:10", "cuda:11", "cuda:12", "cuda:13") and n > 32768:  # rung 10's kernels
         return {**TOLERANCES, torch.float16: (1.2e-7, 2e-3), torch.bfloat16: (1e-12, 1.6e-2)}
-    if impl in ("cuda:14", "cuda:15") and n > 262144:
+    if impl in ("cuda:14", "cuda:15", "cuda:16") and n > 262144:
         return {**TOLERANCES, torch.float16: (1.2e-7, 2e-3), torch.bfloat16: (1e-12, 1.6e-2)}
     return TOLERANCES

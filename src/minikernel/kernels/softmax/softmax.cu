@@ -32,6 +32,9 @@
 //   softmax_kernel15 short rows in groups of 1 to 32 lanes sized to the row, each lane holding
 //                    exactly the vectors the row needs (no -inf padding to exponentiate) and
 //                    the shift folded into one FFMA per element; longer rows as kernel14
+//   softmax_kernel16 kernel14 with fewer instructions per thread: the exponent's shift folded
+//                    into one FFMA, the (max, sum) reduced max first, 1/s as rcp.approx; and fp32
+//                    rows of 256 KB over a cluster too; short rows as kernel15, others as kernel14
 //
 // Byte model: read x once, write y once: 2 * M * N * sizeof(T) bytes. Softmax does ~5 flops per
 // element, so at any size that fills the GPU it is memory-bound and its speed limit is DRAM
@@ -73,12 +76,23 @@
 //                  B=512, V=600 one warp's serial path shorter by those instructions (~1.8 us);
 //                  32768 x 600 bf16 (79 MB, 18 us at 4.3 TB/s) ~20 us, since a kernel this short
 //                  spends about a tenth of its time starting and finishing its last wave
+//   kernel16       written after lab 02's two-second loops at 65536 columns put QuACK ahead of
+//                  kernel14 in both dtypes, with the board at its power limit and QuACK spending
+//                  less energy per call: about a quarter fewer instructions per bf16 thread and
+//                  two fifths fewer per fp32 one, for the same bytes (the offline SASS count is
+//                  in kernel 16's comment). RMSNorm's rung 5 cut about a third of its warp
+//                  instructions and gained in both the timed median and the loops (its page has
+//                  the figures): ~1% in the median and ~2% in the loops here, enough to draw
+//                  level with QuACK at 65536 and 131072 bf16 columns. At 8192 x 65536 fp32
+//                  (256 KB rows, new to the register slice) level with kernel12 or a little
+//                  ahead
 //
 // Special rows follow torch.softmax: a row holding NaN or +inf, or made only of -inf, gives NaN
 // everywhere; -inf elements in an otherwise finite row give 0. Every dtype is loaded, converted
 // to fp32, computed in fp32 and rounded once on the store.
 // minikernel: max-registers 80 softmax_kernel14_ (by design: a 16-bit slice keeps p in 64 fp32
 // registers per thread, three 256-thread blocks per SM; see kernel 14)
+// minikernel: max-registers 80 softmax_kernel16_ (kernel 14's slices, with the same budget)
 #include "cluster.cuh"
 #include "common.cuh"
 
@@ -264,6 +278,31 @@ __device__ __forceinline__ float mk_exp(float d) {
 // to_float(v.v[k]) shifts it up; for an odd k the compiler first moves the high half of the
 // 32-bit word down (a PRMT) and then shifts it back up (IMAD.U32): two instructions where one
 // LOP3 that clears the word's low half gives the same float. Rung 13 reads elements this way.
+// 2^d and 1/s as the single MUFU instructions, flushing subnormals (rungs 15 and 16).
+__device__ __forceinline__ float mk_ex2(float d) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+    return r;
+}
+
+__device__ __forceinline__ float mk_rcp(float s) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
+    return r;
+}
+
+// The shift folded into the exponent (rungs 15 and 16): e^(x - m) = 2^(x log2 e - m log2 e) is
+// one FFMA, fmaf(x, log2 e, -ms), and one MUFU.EX2, where ms = m log2 e is computed once. But ms
+// is rounded: what the rounding dropped, eta = m log2 e - ms (exactly fmaf(m, log2 e, -ms)),
+// multiplies every such exponential by 2^eta, and |eta| grows with |m| (up to 2^-24 |ms|: about
+// 18 at m = 1e9, 6e4 at m = 1e12, where 2^eta overflows). So the fold is taken only for
+// |m| <= MK_FOLD_MAX, where |eta| <= 2^-8; larger and non-finite maxima subtract first. Where
+// one shift serves a whole row (rung 15), 2^eta cancels in p / s; where each thread has its own
+// (rung 16), the thread divides it back out of its sum and its scale.
+constexpr float MK_LOG2E = 1.4426950408889634f;
+constexpr float MK_FOLD_MAX = 65536.f;
+__device__ __forceinline__ bool foldable(float m) { return fabsf(m) <= MK_FOLD_MAX; }
+
 template <typename T> __device__ __forceinline__ float lean_elem(const Vec<T>& v, int k) {
     return to_float(v.v[k]);
 }
@@ -827,6 +866,35 @@ __device__ __forceinline__ MaxSum cluster_ms(ClusterExchange<2, WARPS, CLUSTER>&
     return {acc[0], acc[1]};
 }
 
+// The same (max, sum) for rung 16, max first. ms_merge rescales both sides at every step of a
+// butterfly: two exponentials, each with __expf's subnormal fix-up, about nineteen instructions
+// a step and ten steps per thread in cluster_ms. Here a butterfly of FMNMX finds the max M, each
+// lane rescales its own sum once, s e^(m - M), and a butterfly of FADD adds the results: about
+// thirty instructions for a warp's five steps. Both butterflies are symmetric, so every lane
+// ends with the same bits, and every block folds the same slots in the same order. A -inf m
+// contributes s e^(-inf) = 0 (its s is 0, or NaN from a NaN element, which stays NaN); an
+// m of +inf gives e^(inf - inf) = NaN, as in cluster_ms.
+__device__ __forceinline__ MaxSum warp_ms_maxfirst(MaxSum t) {
+    const float m = warp_max(t.m);
+    return {m, warp_sum(t.s * mk_exp<true>(t.m - safe_shift(m)))};
+}
+
+template <int WARPS, int CLUSTER>
+__device__ __forceinline__ MaxSum cluster_ms_maxfirst(ClusterExchange<2, WARPS, CLUSTER>& xch,
+                                                      MaxSum mine) {
+    const MaxSum t = warp_ms_maxfirst(mine);
+    exchange_push(xch, {t.m, t.s});
+    constexpr int SLOTS = WARPS * CLUSTER;
+    const int lane = threadIdx.x & 31;
+    float m = MK_NEG_INF, s = 0.f;
+#pragma unroll
+    for (int k = lane; k < SLOTS; k += 32) m = fmaxf(m, xch.slot[0][k]);  // slots l, l + 32, ...
+    m = warp_max(m);
+#pragma unroll  // read the slots again rather than hold them (fewer live registers: no spill)
+    for (int k = lane; k < SLOTS; k += 32) s += xch.slot[1][k] * mk_exp<true>(xch.slot[0][k] - safe_shift(m));
+    return {m, warp_sum(s)};
+}
+
 template <typename T, int THREADS, int CLUSTER, bool PREFETCH = false, bool LEAN = false>
 __device__ __forceinline__ void softmax10(const T* x, T* y, long long N, int per_block,
                                           long long M = 0, int ahead = 0) {
@@ -1137,7 +1205,7 @@ SOFTMAX13_SLICES(bf16, mk_bf16, false)
 // bound check and no edge value is kept across the exchange. A side probe on the H200 timed the
 // checked version alone about a tenth slower at 32768 x 262144 bf16 than a kernel without the
 // checks: the compiler wrapped every vector's max and exp in its own branch.
-template <typename T, int THREADS, int K, int CLUSTER, bool FULL>
+template <typename T, int THREADS, int K, int CLUSTER, bool FULL, bool TRIM>
 __device__ __forceinline__ void softmax14_slice(ClusterExchange<2, THREADS / 32, CLUSTER>& xch,
                                                 const T* xr, T* yr, const RowSplit& sp,
                                                 const Slice& s, bool edge, long long N) {
@@ -1161,23 +1229,46 @@ __device__ __forceinline__ void softmax14_slice(ClusterExchange<2, THREADS / 32,
             for (int j = 0; j < VN; ++j) m = fmaxf(m, elem<true>(v[k], j));
         }
     }
-    const float shift = safe_shift(m);
-    float sum = mk_exp<true>(e - shift);
+    const bool fold = TRIM && foldable(m);
+    float sum;
     float p[K][VN];
+    if (fold) {  // rung 16: p = 2^(x log2 e - ms) = e^(x - m_t) 2^eta
+        const float ms = m * MK_LOG2E;
+        sum = mk_ex2(fmaf(e, MK_LOG2E, -ms));
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-        if (FULL || tid + k * THREADS < s.count) {
+        for (int k = 0; k < K; ++k) {
+            if (FULL || tid + k * THREADS < s.count) {
 #pragma unroll
-            for (int j = 0; j < VN; ++j) {
-                p[k][j] = mk_exp<true>(elem<true>(v[k], j) - shift);
-                sum += p[k][j];
+                for (int j = 0; j < VN; ++j) {
+                    p[k][j] = mk_ex2(fmaf(elem<true>(v[k], j), MK_LOG2E, -ms));
+                    sum += p[k][j];
+                }
+            }
+        }
+        sum *= mk_ex2(-fmaf(m, MK_LOG2E, -ms));  // 2^-eta: the sum as if ms were exact
+    } else {
+        const float shift = safe_shift(m);
+        sum = mk_exp<true>(e - shift);
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            if (FULL || tid + k * THREADS < s.count) {
+#pragma unroll
+                for (int j = 0; j < VN; ++j) {
+                    p[k][j] = mk_exp<true>(elem<true>(v[k], j) - shift);
+                    sum += p[k][j];
+                }
             }
         }
     }
     // 3. the cluster's (max, sum), then y = p * exp(m_t - m) / s (kernel 10 explains -inf rows)
-    const MaxSum t = cluster_ms(xch, {m, sum});
-    const float inv = 1.f / t.s;
-    const float f = (m == MK_NEG_INF ? 0.f : mk_exp<true>(m - t.m)) * inv;
+    const MaxSum t = TRIM ? cluster_ms_maxfirst(xch, {m, sum}) : cluster_ms(xch, {m, sum});
+    const float inv = TRIM ? mk_rcp(t.s) : 1.f / t.s;  // rung 16: s >= 1 (or 0, or NaN)
+    // Rung 16's scale takes 2^eta out of p too: e^(m_t - m) 2^-eta = 2^(ms - m log2 e), with ms
+    // recomputed (one FMUL) rather than kept across the exchange.
+    const float f = (m == MK_NEG_INF ? 0.f
+                     : fold          ? mk_ex2(fmaf(-t.m, MK_LOG2E, m * MK_LOG2E))
+                                     : mk_exp<true>(m - t.m)) *
+                    inv;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const int i = tid + k * THREADS;
@@ -1198,7 +1289,7 @@ __device__ __forceinline__ void softmax14_slice(ClusterExchange<2, THREADS / 32,
 
 // The host picks FULL (the kernels named ..._full_...) when every row is 16-byte aligned and a
 // whole number of slices; one kernel holding both paths spilled registers, each alone does not.
-template <typename T, int THREADS, int K, int CLUSTER, bool FULL>
+template <typename T, int THREADS, int K, int CLUSTER, bool FULL, bool TRIM = false>
 __device__ __forceinline__ void softmax14(const T* x, T* y, long long N, int per_block) {
     __shared__ ClusterExchange<2, THREADS / 32, CLUSTER> xch;
     const unsigned rank = cluster_rank();
@@ -1208,29 +1299,34 @@ __device__ __forceinline__ void softmax14(const T* x, T* y, long long N, int per
     const RowSplit sp = split_row(xr, N);
     const Slice s = slice_of(static_cast<int>(sp.nvec), per_block, rank);
     const bool edge = rank == 0 && static_cast<int>(threadIdx.x) < sp.head + sp.tail;  // block 0
-    softmax14_slice<T, THREADS, K, CLUSTER, FULL>(xch, xr, y + row * N, sp, s, edge, N);
+    softmax14_slice<T, THREADS, K, CLUSTER, FULL, TRIM>(xch, xr, y + row * N, sp, s, edge, N);
 }
 
 // MINB blocks per SM is a register budget: 65536 / (THREADS * MINB) registers per thread.
-#define SOFTMAX14_ONE(NAME, T, THREADS, K, CLUSTER, MINB, FULL)                              \
+#define SOFTMAX14_ONE(NAME, T, THREADS, K, CLUSTER, MINB, FULL, TRIM)                        \
     extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, MINB) \
         NAME(const T* x, T* y, long long N, int per_block) {                                 \
-        softmax14<T, THREADS, K, CLUSTER, FULL>(x, y, N, per_block);                         \
+        softmax14<T, THREADS, K, CLUSTER, FULL, TRIM>(x, y, N, per_block);                   \
     }
+// Both kernels (checked and _full_) of one slice shape for rung RUNG: 14, or 16 with TRIM.
+#define SOFTMAX_SLICE_RUNG(RUNG, TRIM, SUFFIX, T, THREADS, K, CLUSTER, MINB)                 \
+    SOFTMAX14_ONE(softmax_kernel##RUNG##_t##THREADS##_k##K##_c##CLUSTER##_##SUFFIX, T, THREADS, \
+                  K, CLUSTER, MINB, false, TRIM)                                             \
+    SOFTMAX14_ONE(softmax_kernel##RUNG##_t##THREADS##_k##K##_c##CLUSTER##_full_##SUFFIX, T,   \
+                  THREADS, K, CLUSTER, MINB, true, TRIM)
 #define SOFTMAX14(SUFFIX, T, THREADS, K, CLUSTER, MINB)                                      \
-    SOFTMAX14_ONE(softmax_kernel14_t##THREADS##_k##K##_c##CLUSTER##_##SUFFIX, T, THREADS, K,  \
-                  CLUSTER, MINB, false)                                                      \
-    SOFTMAX14_ONE(softmax_kernel14_t##THREADS##_k##K##_c##CLUSTER##_full_##SUFFIX, T, THREADS, \
-                  K, CLUSTER, MINB, true)
+    SOFTMAX_SLICE_RUNG(14, false, SUFFIX, T, THREADS, K, CLUSTER, MINB)
 // What _plan14 launches: 16-bit rows of 16-32 KB over two 16 KB blocks, and of 32-512 KB over
 // 2 to 16 blocks of 32 KB; fp32 rows of 256-512 KB over sixteen 32 KB blocks, 512 KB-1 MB over
 // sixteen 64 KB blocks. A cluster of 16 is "non-portable": the host opts the kernel in.
-#define SOFTMAX14_16BIT(SUFFIX, T)                                                           \
-    SOFTMAX14(SUFFIX, T, 256, 4, 2, 4) SOFTMAX14(SUFFIX, T, 256, 8, 2, 3)                    \
-    SOFTMAX14(SUFFIX, T, 256, 8, 4, 3) SOFTMAX14(SUFFIX, T, 256, 8, 8, 3)                    \
-    SOFTMAX14(SUFFIX, T, 256, 8, 16, 3)
-SOFTMAX14_16BIT(f16, mk_half)
-SOFTMAX14_16BIT(bf16, mk_bf16)
+#define SOFTMAX_SLICES_16BIT(RUNG, TRIM, SUFFIX, T)                                          \
+    SOFTMAX_SLICE_RUNG(RUNG, TRIM, SUFFIX, T, 256, 4, 2, 4)                                  \
+    SOFTMAX_SLICE_RUNG(RUNG, TRIM, SUFFIX, T, 256, 8, 2, 3)                                  \
+    SOFTMAX_SLICE_RUNG(RUNG, TRIM, SUFFIX, T, 256, 8, 4, 3)                                  \
+    SOFTMAX_SLICE_RUNG(RUNG, TRIM, SUFFIX, T, 256, 8, 8, 3)                                  \
+    SOFTMAX_SLICE_RUNG(RUNG, TRIM, SUFFIX, T, 256, 8, 16, 3)
+SOFTMAX_SLICES_16BIT(14, false, f16, mk_half)
+SOFTMAX_SLICES_16BIT(14, false, bf16, mk_bf16)
 SOFTMAX14(f32, float, 256, 8, 16, 4) SOFTMAX14(f32, float, 512, 8, 16, 2)
 #endif
 // --8<-- [end:kernel14]
@@ -1247,25 +1343,13 @@ SOFTMAX14(f32, float, 256, 8, 16, 4) SOFTMAX14(f32, float, 512, 8, 16, 2)
 // rung 14's plan), so there is no scalar edge, no split_row, and a row is nvec vectors from
 // row * nvec. Per element: one FMNMX, one FFMA and one MUFU.EX2 for p = 2^(x log2 e - m log2 e),
 // one FADD, one FMUL by 1/s: the exponent's subtraction is folded into the multiply (rung 13
-// kept it apart), and 1/s is rcp.approx (s >= 1: the row's largest element adds exp(0)).
+// kept it apart; `foldable` says where the fold is exact enough), and 1/s is rcp.approx (s >= 1:
+// the row's largest element adds exp(0)).
 // Stores are plain: a side probe on the H200 timed .cs stores ~1% slower on these rows.
-__device__ __forceinline__ float mk_ex2(float d) {
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
-    return r;
-}
-
-__device__ __forceinline__ float mk_rcp(float s) {
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
-    return r;
-}
-
 template <typename T, int LPR, int VPT>
 __device__ __forceinline__ void softmax15(const T* __restrict__ x, T* __restrict__ y, long long M,
                                           int nvec) {
     constexpr int VN = Vec<T>::N;
-    constexpr float LOG2E = 1.4426950408889634f;
     const int lane = threadIdx.x % LPR;
     const long long row = static_cast<long long>(blockIdx.x) * (128 / LPR) + threadIdx.x / LPR;
     const bool live = row < M;  // a group past the last row still joins its warp's shuffles
@@ -1292,23 +1376,23 @@ __device__ __forceinline__ void softmax15(const T* __restrict__ x, T* __restrict
 #pragma unroll
     for (int o = LPR / 2; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     float s = 0.f;
-    if (fabsf(m) < 1e37f) {  // m log2 e is finite: fold the shift into one FFMA per element
-        const float ms = m * LOG2E;
+    if (foldable(m)) {  // one FFMA per element; the whole row shares ms, so 2^eta cancels
+        const float ms = m * MK_LOG2E;
 #pragma unroll
         for (int j = 0; j < VPT; ++j) {
 #pragma unroll
             for (int k = 0; k < VN; ++k) {
-                f[j][k] = mk_ex2(fmaf(f[j][k], LOG2E, -ms));
+                f[j][k] = mk_ex2(fmaf(f[j][k], MK_LOG2E, -ms));
                 s += f[j][k];
             }
         }
-    } else {  // |m| near fp32's limit, inf (NaN out, as torch), or a row of -inf (0 / 0 = NaN)
+    } else {  // |m| past MK_FOLD_MAX, inf (NaN out, as torch), or a row of -inf (0 / 0 = NaN)
         const float shift = safe_shift(m);
 #pragma unroll
         for (int j = 0; j < VPT; ++j) {
 #pragma unroll
             for (int k = 0; k < VN; ++k) {
-                f[j][k] = mk_ex2((f[j][k] - shift) * LOG2E);
+                f[j][k] = mk_ex2((f[j][k] - shift) * MK_LOG2E);
                 s += f[j][k];
             }
         }
@@ -1351,3 +1435,32 @@ SOFTMAX15(f32, float, 1, 7) SOFTMAX15(f32, float, 2, 7) SOFTMAX15(f32, float, 4,
 SOFTMAX15(f32, float, 8, 7) SOFTMAX15(f32, float, 16, 7) SOFTMAX15(f32, float, 32, 6)
 SOFTMAX15(f32, float, 32, 7) SOFTMAX15(f32, float, 32, 8)
 // --8<-- [end:kernel15]
+
+// --8<-- [start:kernel16]
+// Rung 16: rung 14 with fewer instructions per thread, for the same bytes. Rung 14's sm_90 SASS
+// (256 threads x 8 bf16 vectors, 64 elements a thread), counted offline along the path a
+// thread of a whole-slice row takes, runs about 820 instructions: about 7.5 on each element
+// (the widening, the max, FADD x - m_t, FMUL by log2 e, MUFU.EX2, the sum, the scale, half a
+// pack) and about 340 on the thread's row-wide work, most of them in the (max, sum) exchange.
+// Rung 16 trims three things (TRIM in softmax14_slice), which the same count puts at about 600
+// for that thread (fp32, 32 elements a thread: about 600 down to 360):
+// - the exponent's shift folds into its multiply, rung 15's move: 2^(x log2 e - ms) with
+//   ms = m_t log2 e, one FFMA where there were an FADD and an FMUL. Unlike rung 15, each thread
+//   has its own shift, so the rounding of ms (the 2^eta of `foldable`) differs between threads
+//   and would not cancel when their sums meet: the thread divides it out of its sum (one FFMA
+//   and one MUFU.EX2) and builds its scale as 2^(ms - m log2 e), which leaves it out of p.
+//   Rows whose largest |element| passes MK_FOLD_MAX take rung 14's exponent inside the same
+//   kernel;
+// - the (max, sum) pairs are reduced max first (cluster_ms_maxfirst): one exponential per lane
+//   where ms_merge spent two per butterfly step;
+// - 1/s is rcp.approx: s >= 1, since the row's largest element adds e^0.
+// It also takes one slice shape rung 14 leaves to rung 12: fp32 rows of 256 KB (65536 columns)
+// over eight 32 KB blocks, where lab 02 measured rung 12 behind QuACK.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+SOFTMAX_SLICES_16BIT(16, true, f16, mk_half)
+SOFTMAX_SLICES_16BIT(16, true, bf16, mk_bf16)
+SOFTMAX_SLICE_RUNG(16, true, f32, float, 256, 8, 8, 4)
+SOFTMAX_SLICE_RUNG(16, true, f32, float, 256, 8, 16, 4)
+SOFTMAX_SLICE_RUNG(16, true, f32, float, 512, 8, 16, 2)
+#endif
+// --8<-- [end:kernel16]
