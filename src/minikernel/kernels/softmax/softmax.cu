@@ -1276,7 +1276,12 @@ __device__ __forceinline__ void softmax14_slice(ClusterExchange<2, THREADS / 32,
             Vec<T> o;
 #pragma unroll
             for (int j = 0; j < VN; ++j) o.v[j] = from_float<T>(p[k][j] * f);
-            store_vec(yb + static_cast<long long>(i) * VN, o);
+            if constexpr (TRIM) {  // rung 16: st.global.wb, the default policy, in one STG.E.128
+                __stwb(reinterpret_cast<uint4*>(yb + static_cast<long long>(i) * VN),
+                       *reinterpret_cast<const uint4*>(&o));
+            } else {
+                store_vec(yb + static_cast<long long>(i) * VN, o);
+            }
         }
     }
     // The edge's index and value are read again rather than kept across the exchange (fewer
@@ -1454,6 +1459,11 @@ SOFTMAX15(f32, float, 32, 7) SOFTMAX15(f32, float, 32, 8)
 // - the (max, sum) pairs are reduced max first (cluster_ms_maxfirst): one exponential per lane
 //   where ms_merge spent two per butterfly step;
 // - 1/s is rcp.approx: s >= 1, since the row's largest element adds e^0.
+// And one change that is not an instruction: y is written with plain stores, as rung 15 does,
+// where rung 14 writes with .cs (evict-first) stores. Lab 02's profile of a first version of
+// this rung (rung 14's .cs stores kept) counted fewer warp instructions than QuACK's at
+// 32768 x 65536 bf16 and still a longer duration: the gap is not in the issue slots, and a
+// side probe had timed .cs stores slower than plain ones on rung 15's rows.
 // It also takes one slice shape rung 14 leaves to rung 12: fp32 rows of 256 KB (65536 columns)
 // over eight 32 KB blocks, where lab 02 measured rung 12 behind QuACK.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
