@@ -980,8 +980,8 @@ def test_misaligned_input_and_output(impl: str) -> None:
 @pytest.mark.gpu
 def test_default_impl_on_gpu_is_a_fused_kernel() -> None:
     x = torch.zeros(4, 600, device="cuda")
-    assert default_impl(x) in ("triton:1", "cuda:15")
-    assert default_impl(torch.zeros(2, 262144, device="cuda")) in ("cuda:15", "triton:2")
+    assert default_impl(x) in ("triton:1", "cuda:16")
+    assert default_impl(torch.zeros(2, 262144, device="cuda")) in ("cuda:16", "triton:2")
     y = make_inputs(64, 1000, torch.bfloat16, "cuda").t()  # non-contiguous, dim 0
     torch.testing.assert_close(
         softmax(y, dim=0).float(), torch.softmax(y.float(), dim=0), atol=1e-12, rtol=8e-3

@@ -160,7 +160,7 @@ def supports(
 # Dispatch
 # --------------------------------------------------------------------------------------------
 
-FALLBACK_ORDER = ("triton:1", "cuda:15", "triton:2", "cuda:5", "cuda:1")
+FALLBACK_ORDER = ("triton:1", "cuda:16", "triton:2", "cuda:5", "cuda:1")
 """What :func:`softmax` tries on a CUDA tensor when no impl is named: the fused kernels first
 (Triton's single tile, then the top CUDA C rung, which handles any row length), then the
 shared-memory rung, then the naive one; the first whose toolchain is installed and which takes
