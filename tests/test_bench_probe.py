@@ -83,6 +83,27 @@ def test_softmax_loads_probe_still_applies() -> None:
         probe.variants(src.replace(probe.LOADS[1], ""))
 
 
+def test_probe_softmax_stores_edits_rung_14_only() -> None:
+    """labs/probe_softmax_stores.py swaps rung 14's .cs store for rung 16's plain one; the line
+    must still be in softmax.cu once, and the copy must leave every other store as it is."""
+    import importlib.util
+    from pathlib import Path
+
+    from minikernel.kernels.softmax.cuda_kernels import CU_FILE
+
+    path = Path(__file__).resolve().parent.parent / "labs" / "probe_softmax_stores.py"
+    spec = importlib.util.spec_from_file_location("probe_softmax_stores", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    src = CU_FILE.read_text()
+    out = probe.variants(src)
+    assert set(out) == {"shipped", "wb"} and out["shipped"] == src
+    assert out["wb"].count("__stwb(") == src.count("__stwb(") + 1
+    assert out["wb"].count("store_vec(") == src.count("store_vec(") - 1
+    with pytest.raises(SystemExit, match=r"softmax\.cu changed"):
+        probe.variants(src.replace(probe.CS_STORE, ""))
+
+
 def test_gpu_ceiling_stops_a_probe_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
