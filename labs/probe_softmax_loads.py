@@ -30,7 +30,15 @@ import torch
 
 import minikernel.kernels.softmax as sm
 import minikernel.kernels.softmax.cuda_kernels as ck
-from minikernel.bench.probe import LOAD_HINTS, add_peer, gpu_ceiling, race, report, with_load_hint
+from minikernel.bench.probe import (
+    LOAD_HINTS,
+    add_peer,
+    gpu_ceiling,
+    launch_from,
+    race,
+    report,
+    with_load_hint,
+)
 
 SHAPES = [  # (rows, row length, dtype, the rungs of ours to time)
     (32768, 600, "bfloat16", (15,)),
@@ -58,20 +66,8 @@ def variants(src: str) -> dict[str, str]:
 
 
 def runner(rung: int, path: Path, x: torch.Tensor, y: torch.Tensor):  # type: ignore[no-untyped-def]
-    """Rung ``rung`` from the kernel file ``path`` (launch() loads kernels from ck.CU_FILE and
-    caches them by name, so the cache is cleared on each switch)."""
-
-    def run() -> torch.Tensor:
-        real = ck.CU_FILE
-        ck.CU_FILE = path
-        ck._kernel.cache_clear()
-        try:
-            return ck.launch(rung, x, y)
-        finally:
-            ck.CU_FILE = real
-            ck._kernel.cache_clear()
-
-    return run
+    """Rung ``rung`` from the kernel file ``path``."""
+    return launch_from(ck, path, lambda: ck.launch(rung, x, y))
 
 
 def probe(

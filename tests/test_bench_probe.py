@@ -128,3 +128,29 @@ def test_kernel_source_swaps_the_file_and_always_restores_it() -> None:
     with pytest.raises(RuntimeError), kernel_source(module, "", "x.cu"):
         raise RuntimeError("a probe failed")
     assert Path("/real/op.cu") == module.CU_FILE
+
+
+def test_launch_from_points_the_module_at_the_copy_and_clears_its_cache() -> None:
+    import functools
+    import types
+    from pathlib import Path
+
+    from minikernel.bench.probe import launch_from
+
+    calls = []
+
+    @functools.cache
+    def kernel(name: str) -> str:
+        calls.append(name)
+        return f"{module.CU_FILE}:{name}"
+
+    module = types.SimpleNamespace(CU_FILE=Path("/real/op.cu"), _kernel=kernel)
+    shipped = launch_from(module, Path("/real/op.cu"), lambda: module._kernel("k"))
+    copy = launch_from(module, Path("/tmp/op_copy.cu"), lambda: module._kernel("k"))
+    assert shipped() == "/real/op.cu:k" and copy() == "/tmp/op_copy.cu:k"  # not the cached one
+    assert shipped() == "/real/op.cu:k" and calls == ["k", "k", "k"]
+    assert Path("/real/op.cu") == module.CU_FILE
+    failing = launch_from(module, Path("/tmp/op_copy.cu"), lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failing()
+    assert Path("/real/op.cu") == module.CU_FILE

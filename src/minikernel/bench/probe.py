@@ -50,6 +50,26 @@ def kernel_source(module: Any, text: str, name: str) -> Iterator[Path]:
             module.CU_FILE = real
 
 
+def launch_from(module: Any, path: Path, launch: Callable[[], Any]) -> Callable[[], Any]:
+    """A callable that runs ``launch`` with ``module.CU_FILE`` (where the module's launchers load
+    kernels from) set to ``path``, an edited copy of its kernel source, and back afterwards.
+    The module caches kernel handles by name (``module._kernel``, a functools cache), so the
+    cache is cleared on each switch: a copy's kernel and the shipped one share their names.
+    Candidates built on different copies can then be raced against each other."""
+
+    def run() -> Any:
+        real = module.CU_FILE
+        module.CU_FILE = path
+        module._kernel.cache_clear()
+        try:
+            return launch()
+        finally:
+            module.CU_FILE = real
+            module._kernel.cache_clear()
+
+    return run
+
+
 def race(
     cands: dict[str, Callable[[], Any]],
     rounds: int,
