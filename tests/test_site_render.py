@@ -140,6 +140,53 @@ def test_plot_is_deterministic_and_themeable() -> None:
     assert len(re.findall(r"<circle", a)) == 6
 
 
+def test_roofline_points_sit_under_the_roof_by_their_fraction_of_the_ceiling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    f = results_file()  # ceilings: copy 1 GB/s, bf16 matmul 1 TFLOP/s; ridge at 1000 FLOP/B
+    cases = [({"shape": [1024]}, 0.5), ({"shape": [4096]}, 2.0)]
+    a = render.roofline_plot(
+        f, lang="en", href="r.json", title="t", impls=["triton:1", "torch:eager"], cases=cases
+    )
+    assert a == render.roofline_plot(
+        f, lang="en", href="r.json", title="t", impls=["triton:1", "torch:eager"], cases=cases
+    )
+    assert len(re.findall(r"<circle", a)) == 4  # two cases x two impls; the roof has no markers
+    assert "1,000 FLOP/B at the ridge" in a and 'stroke-dasharray="6 4"' in a  # peer dashed
+    es = render.roofline_plot(
+        f, lang="es", href="r.json", title="t", impls=["triton:1"], cases=cases
+    )
+    assert "punto de cresta en 1000 FLOP/B" in es
+    # A point's rate is GB/s x I: triton:1 at 1024 runs 12 x 1024 / 2 / 1000 GB/s.
+    seen = []
+    monkeypatch.setattr(svgplot, "render", lambda plot, lang="en": seen.append(plot) or "")
+    render.roofline_plot(f, lang="en", href="r.json", title="t", impls=["triton:1"], cases=cases)
+    roof, pts = seen[0].series
+    assert roof.points[1] == (1000.0, 1.0) and not roof.markers
+    gbps = 12.0 * 1024 / 2.0 / 1000
+    assert pts.points[0] == (0.5, gbps / 1000 * 0.5)
+    with pytest.raises(render.ClaimFailed, match="at least one case"):
+        render.roofline_plot(f, lang="en", href="r.json", title="t", impls=["triton:1"], cases=[])
+    with pytest.raises(MissingResult):
+        render.roofline_plot(
+            f, lang="en", href="r.json", title="t", impls=["quack"], cases=cases[:1]
+        )
+
+
+def test_svg_grows_to_hold_every_legend_row() -> None:
+    series = [svgplot.Series("a long legend label " * 2 + str(k), [(1.0, 1.0)]) for k in range(9)]
+    short = svgplot.render(svgplot.Plot("t", "x", "y", series[:2]))
+    tall = svgplot.render(svgplot.Plot("t", "x", "y", series))
+    assert 'viewBox="0 0 720 400"' in short
+    height = int(re.search(r'viewBox="0 0 720 (\d+)"', tall).group(1))
+    rows = len(
+        set(re.findall(r'<text x="100(?:\.0)?" y="(\d+)"', tall))
+    )  # one label opens each row
+    assert rows >= 3 and height == 400 + (rows - 2) * 18
+    last = max(int(y) for y in re.findall(r'<text x="\d+(?:\.\d+)?" y="(\d+)" fill', tall))
+    assert last < height  # the last row is inside the picture
+
+
 def test_svg_rejects_empty_plot() -> None:
     with pytest.raises(ValueError, match="no points"):
         svgplot.render(svgplot.Plot("empty", "x", "y", []))

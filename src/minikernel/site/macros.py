@@ -177,6 +177,29 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         )
 
     @env.macro
+    def roofline_plot(
+        op: str,
+        title: str,
+        impls: list[str],
+        cases: list,
+        compute: str = "bf16_mm_TFLOPs",
+        gpu: str | None = None,
+    ) -> str:
+        """An inline SVG roofline from the run's ceilings, a point per implementation and case:
+        ``cases`` is a list of (selector, FLOP per byte from the op's models)."""
+        f = load(op, gpu)
+        return render.roofline_plot(
+            f,
+            lang=lang(),
+            href=href(op, f.slug),
+            title=title,
+            impls=impls,
+            cases=[(sel, intensity) for sel, intensity in cases],
+            compute=compute,
+            repo_url=repo_url,
+        )
+
+    @env.macro
     def figure(op: str, sel: dict, field: str = "GBps", gpu: str | None = None) -> str:
         """One measured value, inline, with its provenance."""
         f = load(op, gpu)
@@ -228,8 +251,7 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         return inline(f, render.format_value(field, v, lang()), sel)
 
     @env.macro
-    def at_most(op: str, sel: dict, field: str, threshold: float,
-                gpu: str | None = None) -> str:
+    def at_most(op: str, sel: dict, field: str, threshold: float, gpu: str | None = None) -> str:
         """The value of ``field`` (formatted); fails the build if it is above ``threshold``."""
         f = load(op, gpu)
         v = render.check_at_most(f, sel, field, threshold)
@@ -246,8 +268,12 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         v = render.top_level_value(f, path)
         if raw:
             return v
-        field = {"bytes": "bytes", "percent": "frac_of_ceiling", "us": "median_us",
-                 "GBps": "GBps"}.get(kind, path.rsplit(".", 1)[-1])
+        field = {
+            "bytes": "bytes",
+            "percent": "frac_of_ceiling",
+            "us": "median_us",
+            "GBps": "GBps",
+        }.get(kind, path.rsplit(".", 1)[-1])
         if kind == "seconds":
             text = render.fmt.seconds(v, lang())
         else:
@@ -255,8 +281,14 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         return inline(f, text)
 
     @env.macro
-    def best_of(op: str, sel: dict, among: list[str] | None = None, field: str = "GBps",
-                best: str = "max", gpu: str | None = None) -> str:
+    def best_of(
+        op: str,
+        sel: dict,
+        among: list[str] | None = None,
+        field: str = "GBps",
+        best: str = "max",
+        gpu: str | None = None,
+    ) -> str:
         """The name (`impl`) of the best implementation for ``sel`` in this run, so that a
         sentence naming the winner changes when the winner does."""
         f = load(op, gpu)
@@ -264,8 +296,14 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         return inline(f, f"`{rec['impl']}`", {**sel, "impl": rec["impl"]})
 
     @env.macro
-    def best_name(op: str, sel: dict, among: list[str] | None = None, field: str = "GBps",
-                  best: str = "max", gpu: str | None = None) -> str:
+    def best_name(
+        op: str,
+        sel: dict,
+        among: list[str] | None = None,
+        field: str = "GBps",
+        best: str = "max",
+        gpu: str | None = None,
+    ) -> str:
         """The bare ``impl`` string of best_of's winner, to pass to other macros (for instance
         the ncu excerpt of whichever rung the lab found fastest and profiled)."""
         return str(render.best_impl(load(op, gpu), sel, among, field, best)["impl"])
@@ -305,8 +343,9 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         return inline(f, render.fmt.launch_config(config, lang()), sel)
 
     @env.macro
-    def ncu_stall(op: str, impl: str, rank: int = 1, shape: list | None = None,
-                  gpu: str | None = None) -> str:
+    def ncu_stall(
+        op: str, impl: str, rank: int = 1, shape: list | None = None, gpu: str | None = None
+    ) -> str:
         """The ``rank``-th largest stall reason in an ncu excerpt (e.g. `long_scoreboard`)."""
         f = load(op, gpu)
         stalls = render.ncu_record(f, impl, shape)["metrics"]["top_stalls"]

@@ -41,6 +41,8 @@ TEXT = {
         "ceiling": "{name} ceiling",
         "copy": "copy",
         "bf16_mm": "bf16 matmul",
+        "roof": "roof: {copy} × I up to the {compute} rate, {ridge} FLOP/B at the ridge",
+        "intensity": "arithmetic intensity I (FLOP per byte of DRAM traffic)",
         "elements": "elements",
         "missing": "—",
         "ncu_title": "Nsight Compute {version}, `{impl}`, {shape} {dtype}",
@@ -75,6 +77,8 @@ TEXT = {
         "ceiling": "techo de {name}",
         "copy": "copia",
         "bf16_mm": "matmul bf16",
+        "roof": "{copy} × I hasta el ritmo de {compute}; punto de cresta en {ridge} FLOP/B",
+        "intensity": "intensidad aritmética I (FLOP por byte de tráfico de DRAM)",
         "elements": "elementos",
         "missing": "—",
         "ncu_title": "Nsight Compute {version}, `{impl}`, {shape} {dtype}",
@@ -291,8 +295,10 @@ def ratio_value(
     if a is None or b is None or b == 0:
         raise ClaimFailed(f"{f.path.name}: cannot divide {field} of {num} by {den}")
     r = a / b
-    for bound, ok, word in ((at_most, lambda: r <= at_most, "at most"),
-                            (at_least, lambda: r >= at_least, "at least")):
+    for bound, ok, word in (
+        (at_most, lambda: r <= at_most, "at most"),
+        (at_least, lambda: r >= at_least, "at least"),
+    ):
         if bound is not None and not ok():
             raise ClaimFailed(
                 f"{f.path.name}: a page claims {field} of {num} is {word} {bound} times that of "
@@ -346,8 +352,11 @@ def best_impl(
 
 
 def ncu_record(f: ResultsFile, impl: str, shape: list | None = None) -> dict[str, Any]:
-    found = [n for n in f.data.get("ncu", []) if n["impl"] == impl
-             and (shape is None or list(n["shape"]) == list(shape))]
+    found = [
+        n
+        for n in f.data.get("ncu", [])
+        if n["impl"] == impl and (shape is None or list(n["shape"]) == list(shape))
+    ]
     if len(found) != 1:
         raise ClaimFailed(f"{f.path.name}: expected one ncu excerpt for {impl}, found {len(found)}")
     return found[0]
@@ -575,6 +584,65 @@ def line_plot(
     return (
         f'<figure class="mk-figure-plot">{svg}<figcaption>{escape(title)}. '
         f"{provenance(f, lang, href, repo_url)}</figcaption></figure>\n"
+    )
+
+
+def roofline_plot(
+    f: ResultsFile,
+    *,
+    lang: str,
+    href: str,
+    title: str,
+    impls: Iterable[str],
+    cases: Iterable[tuple[dict[str, Any], float]],
+    compute: str = "bf16_mm_TFLOPs",
+    repo_url: str = "",
+) -> str:
+    """A roofline: the attainable rate min(P, B x I) against the arithmetic intensity I on log
+    axes, from the run's own ceilings (B the copy ceiling, P the ``compute`` one), and a point
+    per implementation and case. ``cases`` pairs a record selector with the intensity the op's
+    FLOP and byte models give it (FLOP per byte); a point's rate is its measured GB/s times that
+    intensity, so it sits under the slanted roof by exactly its fraction of the copy ceiling."""
+    cases = list(cases)
+    if not cases:
+        raise ClaimFailed(f"{f.path.name}: a roofline needs at least one case")
+    bw = f.data["ceilings"]["copy_GBps"] / 1000  # TB/s: TB/s x FLOP/B = TFLOP/s
+    peak = f.data["ceilings"][compute]
+    ridge = peak / bw
+    series = []
+    for impl in impls:
+        pts = []
+        stale = False
+        for sel, intensity in cases:
+            rec = one(f, **dict(sel, impl=impl))
+            pts.append((float(intensity), rec["GBps"] / 1000 * intensity))
+            stale = stale or is_stale(f.op, rec)
+        label = impl_label(impl) + (f" ({t(lang, 'stale')})" if stale else "")
+        series.append(svgplot.Series(label, pts, peer=is_peer(impl)))
+    lo = min(i for _, i in cases) / 4
+    hi = max(ridge * 4, max(i for _, i in cases) * 4)
+    name = t(lang, "bf16_mm") if compute.startswith("bf16_mm") else compute
+    roof_label = t(
+        lang,
+        "roof",
+        copy=t(lang, "ceiling", name=t(lang, "copy")),
+        compute=name,
+        ridge=fmt.number(ridge, lang, 0),
+    )
+    roof = svgplot.Series(
+        roof_label, [(lo, bw * lo), (ridge, peak), (hi, peak)], color="currentColor", markers=False
+    )
+    plot = svgplot.Plot(
+        title,
+        t(lang, "intensity"),
+        "TFLOP/s",
+        [roof, *series],
+        log_y=True,
+        x_tick_format="plain",
+    )
+    return (
+        f'<figure class="mk-figure-plot">{svgplot.render(plot, lang)}<figcaption>'
+        f"{escape(title)}. {provenance(f, lang, href, repo_url)}</figcaption></figure>\n"
     )
 
 

@@ -23,6 +23,7 @@ class Series:
     points: list[tuple[float, float]]
     peer: bool = False
     color: str | None = None
+    markers: bool = True  # a circle at each point (a roofline's roof has none)
 
 
 @dataclass
@@ -62,10 +63,25 @@ def _fmt_tick(v: float, lang: str) -> str:
     return number(v, lang, 1 if abs(v) >= 1 else 2)
 
 
+def _legend_rows(labels: list[str], left: int, pw: int) -> list[tuple[float, int]]:
+    """(x, row) of each legend entry: entries side by side, a new row when one would overflow."""
+    out, lx, row = [], float(left), 0
+    for label in labels:
+        width = 34 + 7.5 * len(label)
+        if lx + width > left + pw and lx > left:
+            lx, row = float(left), row + 1
+        out.append((lx, row))
+        lx += width
+    return out
+
+
 def render(plot: Plot, lang: str = "en") -> str:
     W, H = plot.width, plot.height
     left, right, top, bottom = 72, 16, 16, 96
     pw, ph = W - left - right, H - top - bottom
+    places = _legend_rows([s.label for s in plot.series], left, pw)
+    rows = 1 + max((row for _, row in places), default=0)
+    H += max(0, rows - 2) * 18  # the bottom margin holds two rows of legend; grow for more
     xs = [x for s in plot.series for x, _ in s.points]
     ys = [y for s in plot.series for _, y in s.points] + [h.y for h in plot.hlines]
     if not xs:
@@ -169,21 +185,17 @@ def render(plot: Plot, lang: str = "en") -> str:
         )
         dash = ' stroke-dasharray="6 4"' if s.peer else ""
         a(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="2.2"{dash}/>')
-        for x, y in pts:
+        for x, y in pts if s.markers else []:
             a(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.8" fill="{color}"/>')
         legend.append((s.label, color, s.peer))
     # legend below the plot, in rows
-    lx, ly = left, top + ph + 62
-    for label, color, peer in legend:
-        width = 34 + 7.5 * len(label)
-        if lx + width > left + pw:
-            lx, ly = left, ly + 18
+    for (label, color, peer), (lx, row) in zip(legend, places):
+        ly = top + ph + 62 + 18 * row
         dash = ' stroke-dasharray="6 4"' if peer else ""
         a(
             f'<line x1="{lx}" x2="{lx + 22}" y1="{ly - 4}" y2="{ly - 4}" stroke="{color}" '
             f'stroke-width="2.5"{dash}/>'
         )
         a(f'<text x="{lx + 28}" y="{ly}" fill="currentColor">{escape(label)}</text>')
-        lx += width
     a("</svg>")
     return "".join(out)
