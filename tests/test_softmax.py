@@ -738,6 +738,49 @@ def test_rung15_huge_logits(dtype: torch.dtype) -> None:
     torch.testing.assert_close(got.double(), want, atol=atol, rtol=rtol)
 
 
+def test_the_unfixed_fold_fixture_edits_rung_16_only() -> None:
+    """The fixture below removes the two lines of rung 16's 2^-eta correction and nothing else
+    (CPU: a text edit of softmax.cu)."""
+    from fixtures.softmax_wrong import (
+        UNFIX_SCALE,
+        UNFIX_SUM,
+        softmax_cu_without_the_fold_correction,
+    )
+
+    src = ck.CU_FILE.read_text()
+    wrong = softmax_cu_without_the_fold_correction(src)
+    assert len(wrong) == len(src) - len(UNFIX_SUM) - len(UNFIX_SCALE)
+    with pytest.raises(ValueError, match=r"softmax\.cu changed"):
+        softmax_cu_without_the_fold_correction(src.replace(UNFIX_SUM, ""))
+
+
+@pytest.mark.gpu
+def test_large_logit_rows_reject_rung_16_without_its_fold_correction(tmp_path: Path) -> None:
+    """The deliberately wrong copy of rung 16 (fixtures.softmax_wrong) passes on ordinary logits
+    and fails on the same rows shifted by 3e4, where the shipped rung 16 passes both: so
+    test_large_logits_and_the_folded_exponent can fail."""
+    from fixtures.softmax_wrong import softmax_cu_without_the_fold_correction
+
+    from minikernel.bench.probe import launch_from
+
+    n = 65536
+    if ck.plan(16, 2, n, torch.float32, ck.device_facts(0)).rung != 16:
+        pytest.skip("no clusters on this GPU: cuda:16 runs another rung's plan")
+    path = tmp_path / "softmax_unfixed.cu"  # headers come from CUDA_DIR
+    path.write_text(softmax_cu_without_the_fold_correction(ck.CU_FILE.read_text()))
+
+    def unfixed(t: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        return launch_from(ck, path, lambda: ck.launch(16, t, out))()
+
+    tol = tolerances("cuda:16", n)
+    plain = make_inputs(2, n, torch.float32, "cuda", seed=5)
+    for x, passes in ((plain, True), (plain + 3.0e4, False)):
+        ref = reference(x)
+        got = run_checked(unfixed, [x], ref, tolerances=tol, name="cuda:16 unfixed")
+        assert got.ok is passes, got.message
+        run_checked(_run("cuda:16"), [x], ref, tolerances=tol, name="cuda:16").raise_if_failed()
+
+
 @pytest.mark.gpu
 def test_rung15_falls_back_when_misaligned() -> None:
     """Rows of whole vectors, planned for kernel 15, at an address 4 bytes past a 16-byte
