@@ -97,11 +97,17 @@ def test_probe_softmax_stores_edits_rung_14_only() -> None:
     spec.loader.exec_module(probe)
     src = CU_FILE.read_text()
     out = probe.variants(src)
-    assert set(out) == {"shipped", "wb"} and out["shipped"] == src
-    assert out["wb"].count("__stwb(") == src.count("__stwb(") + 1
-    assert out["wb"].count("store_vec(") == src.count("store_vec(") - 1
-    with pytest.raises(SystemExit, match=r"softmax\.cu changed"):
-        probe.variants(src.replace(probe.CS_STORE, ""))
+    assert set(out) == {"shipped", "wb", "wb_mf"} and out["shipped"] == src
+    for name in ("wb", "wb_mf"):
+        assert out[name].count("__stwb(") == src.count("__stwb(") + 1
+        assert out[name].count("store_vec(") == src.count("store_vec(") - 1
+    # wb_mf: the exchange of softmax14_slice is max first for rung 14 too; nothing else moves
+    assert probe.EXCHANGE in out["wb"] and probe.EXCHANGE not in out["wb_mf"]
+    assert out["wb_mf"].count("cluster_ms_maxfirst(xch, {m, sum})") == 1
+    assert " : cluster_ms(xch, {m, sum})" not in out["wb_mf"]
+    for line in (probe.CS_STORE, probe.EXCHANGE):
+        with pytest.raises(SystemExit, match=r"softmax\.cu changed"):
+            probe.variants(src.replace(line, ""))
 
 
 def test_gpu_ceiling_stops_a_probe_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
