@@ -110,6 +110,37 @@ def test_probe_softmax_stores_edits_rung_14_only() -> None:
             probe.variants(src.replace(line, ""))
 
 
+def test_probe_rmsnorm_forward_weights_stamps_every_planned_shape() -> None:
+    """labs/probe_rmsnorm_forward_weights.py appends its two kernels to rmsnorm.cu, stamped for
+    every (threads, cluster) rung 5 plans at the probe's shapes, and stops if rmsnorm.cu no
+    longer has what they use."""
+    import importlib.util
+    from pathlib import Path
+
+    import torch
+
+    from minikernel.kernels.rmsnorm import CU_FILE, plan5
+
+    path = Path(__file__).resolve().parent.parent / "labs" / "probe_rmsnorm_forward_weights.py"
+    spec = importlib.util.spec_from_file_location("probe_rmsnorm_forward_weights", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    src = CU_FILE.read_text()
+    text = probe.with_probe_kernels(src)
+    assert text.startswith(src) and text.endswith("#endif\n")
+    for m, n, dtype_name in probe.SHAPES:
+        dtype = getattr(torch, dtype_name)
+        sp = plan5(m, n, dtype, (9, 0), True)
+        assert sp is not None, (m, n, dtype_name)
+        stamp = f"PROBE_ENTRIES({probe.SUFFIX[dtype]}, "
+        assert (
+            f"{stamp}{'float' if dtype == torch.float32 else 'mk_bf16'}, {sp.threads}, "
+            f"{sp.cluster})" in text
+        ), (m, n, dtype_name)
+    with pytest.raises(SystemExit, match=r"rmsnorm\.cu has no KERNEL5_VECS"):
+        probe.with_probe_kernels(src.replace("KERNEL5_VECS", "K5"))
+
+
 def test_gpu_ceiling_stops_a_probe_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 

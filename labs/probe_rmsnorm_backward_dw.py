@@ -1,0 +1,70 @@
+"""What the weight gradient's second kernel costs RMSNorm's CUDA backward on mid-length rows.
+
+    python labs/probe_rmsnorm_backward_dw.py             # the three fp32 rows below, 5 rounds
+    python labs/probe_rmsnorm_backward_dw.py --rounds 3
+
+At fp32 rows of 4096 to 16384 elements `cuda:3`'s backward is the fixed-length CUDA kernel
+(plan_bwd_tile): one block per SM slot walks its rows and keeps its share of dw in registers,
+writes it as one row of a (blocks, N) fp32 partial, and a second, small kernel (reduce_dw)
+adds the rows up in a fixed order. The warp-per-row kernel of shorter rows folds that sum into
+itself after a grid-wide barrier; this one does not. At 16384 x 4096 fp32 the lab has QuACK's
+backward a little ahead of ours. This probe times, in interleaved rounds:
+
+    dx and dw      cuda:3's backward as the lab times it: the kernel, then reduce_dw
+    dx only        the same kernel with need_dw=False: no partial written, no second kernel
+    triton:2       Triton's backward (dx and dw), for scale
+
+The difference between the first two is what the partial rows and the second kernel cost, the
+most a fold into the first kernel could win back. It prints, it writes nothing: the course's
+numbers come from ``nox -s labs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import minikernel.kernels.rmsnorm as rn
+from minikernel.bench.probe import gpu_ceiling, race, report
+
+SHAPES = [  # (rows, row length, dtype): where cuda:3's backward runs the fixed-length kernel
+    (16384, 4096, "float32"),  # the lab's one backward row where QuACK is ahead
+    (16384, 8192, "float32"),
+    (16384, 16384, "float32"),
+]
+EPS = 1e-6
+
+
+def probe(m: int, n: int, dtype_name: str, rounds: int, gbps: float) -> None:
+    dtype = getattr(torch, dtype_name)
+    x, w, dy = rn.make_inputs(m, n, dtype, "cuda", 0, with_grad_out=True)
+    rstd = torch.empty(m, dtype=torch.float32, device="cuda")
+    rn.VARIANTS["cuda:3"].fn(x, w, torch.empty_like(x), EPS, rstd)
+    plan = rn.backward_cuda_plan(n, dtype, w.dtype, torch.cuda.get_device_capability())
+    print(f"  {m} x {n} {dtype_name}: cuda:3's backward plan {plan}")
+
+    def bwd(impl: str, need_dw: bool = True):  # type: ignore[no-untyped-def]
+        return lambda: rn._backward(dy, x, w, rstd, need_dw=need_dw, impl=impl)
+
+    cands = {
+        "dx and dw": bwd("cuda:3"),
+        "dx only": bwd("cuda:3", False),
+        "triton:2": bwd("triton:2"),
+    }
+    ideal = rn.bwd_bytes(m, n, dtype, dtype) / (gbps * 1e3)
+    report(f"{m} x {n} {dtype_name}", ideal, race(cands, rounds), width=12)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per shape")
+    args = parser.parse_args()
+    gbps = gpu_ceiling("probe_rmsnorm_backward_dw")
+    for m, n, dtype_name in SHAPES:
+        probe(m, n, dtype_name, args.rounds, gbps)
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
