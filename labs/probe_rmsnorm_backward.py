@@ -20,14 +20,13 @@ what an H200 showed. It prints, it writes nothing: the course's numbers come fro
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
 import torch
 
 import minikernel.kernels.rmsnorm as rn
-from minikernel.bench.probe import gpu_ceiling, race
+from minikernel.bench.probe import gpu_ceiling, probe_parser, race
 
 SHAPES = [
     (16384, 131072, torch.float32),
@@ -97,9 +96,7 @@ def probe_shape(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per shape")
-    args = parser.parse_args()
+    args = probe_parser(__doc__, rounds=3).parse_args()
     gbps = gpu_ceiling("probe_rmsnorm_backward")
     real = rn.CU_FILE
     with tempfile.TemporaryDirectory() as tmp:

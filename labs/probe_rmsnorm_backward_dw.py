@@ -21,12 +21,10 @@ numbers come from ``nox -s labs``.
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 
 import minikernel.kernels.rmsnorm as rn
-from minikernel.bench.probe import gpu_ceiling, race, report
+from minikernel.bench.probe import gpu_ceiling, probe_parser, race, report
 
 SHAPES = [  # (rows, row length, dtype): where cuda:3's backward runs the fixed-length kernel
     (16384, 4096, "float32"),  # the lab's one backward row where QuACK is ahead
@@ -57,9 +55,7 @@ def probe(m: int, n: int, dtype_name: str, rounds: int, gbps: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per shape")
-    args = parser.parse_args()
+    args = probe_parser(__doc__).parse_args()
     gbps = gpu_ceiling("probe_rmsnorm_backward_dw")
     for m, n, dtype_name in SHAPES:
         probe(m, n, dtype_name, args.rounds, gbps)

@@ -16,13 +16,11 @@ showed. It prints, it writes nothing: the course's numbers come from ``nox -s la
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 
 import minikernel.kernels.rmsnorm as rn
 import minikernel.kernels.rmsnorm.triton_kernels as tk
-from minikernel.bench.probe import add_peer, gpu_ceiling, kernel_source, race, report
+from minikernel.bench.probe import add_peer, gpu_ceiling, kernel_source, probe_parser, race, report
 
 # K (16-byte vectors per lane and tensor) -> (warps per block, stages per warp). A stage is
 # 2 KB x K; every candidate stays under the H200's 227 KB of shared memory per block.
@@ -80,9 +78,7 @@ def probe(m: int, n: int, dtype_name: str, rounds: int, gbps: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per shape")
-    parser.add_argument("--n", type=int, nargs="*", choices=sorted({n for _, n, _ in SHAPES}))
+    parser = probe_parser(__doc__, (n for _, n, _ in SHAPES), rounds=3)
     parser.add_argument("--dtype", nargs="*", choices=sorted({d for *_, d in SHAPES}))
     args = parser.parse_args()
     gbps = gpu_ceiling("probe_rmsnorm_backward_rows")

@@ -16,13 +16,11 @@ come from ``nox -s labs``.
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 
 import minikernel.kernels.rmsnorm as rn
 import minikernel.kernels.rmsnorm.triton_kernels as tk
-from minikernel.bench.probe import add_peer, gpu_ceiling, kernel_source, race, report
+from minikernel.bench.probe import add_peer, gpu_ceiling, kernel_source, probe_parser, race, report
 
 CANDIDATES = {  # (n, x's dtype) -> (threads, vectors per thread, weights in registers[, cluster])
     (4096, "float32"): [(256, 4, True), (256, 4, False), (128, 8, True)],
@@ -100,10 +98,7 @@ def probe(n: int, dtype_name: str, rounds: int, gbps: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per shape")
-    lengths = sorted({n for n, _ in CANDIDATES})
-    parser.add_argument("--n", type=int, nargs="*", choices=lengths, help="row lengths")
+    parser = probe_parser(__doc__, (n for n, _ in CANDIDATES), rounds=3)
     parser.add_argument("--dtype", nargs="*", choices=sorted(ROWS), help="x's dtypes")
     args = parser.parse_args()
     gbps = gpu_ceiling("probe_rmsnorm_backward_tile")

@@ -43,7 +43,6 @@ showed. It prints, it writes nothing: the course's numbers come from ``nox -s la
 
 from __future__ import annotations
 
-import argparse
 import re
 import tempfile
 from pathlib import Path
@@ -51,7 +50,15 @@ from pathlib import Path
 import torch
 
 import minikernel.kernels.rmsnorm as rn
-from minikernel.bench.probe import LOAD_HINTS, add_peer, gpu_ceiling, race, report, with_load_hint
+from minikernel.bench.probe import (
+    LOAD_HINTS,
+    add_peer,
+    gpu_ceiling,
+    probe_parser,
+    race,
+    report,
+    with_load_hint,
+)
 
 SHAPES = [  # (rows, row length, dtype): the lab's rows where rung 4 is ours at its fastest
     (32768, 131072, "bfloat16"),
@@ -340,9 +347,7 @@ def write_variants(folder: Path) -> dict[str, Path]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per shape")
-    parser.add_argument("--n", type=int, nargs="*", choices=sorted({n for _, n, _ in SHAPES}))
+    parser = probe_parser(__doc__, (n for _, n, _ in SHAPES))
     parser.add_argument("--variants", nargs="*", choices=VARIANTS, help="which to time")
     args = parser.parse_args()
     gbps = gpu_ceiling("probe_rmsnorm_forward_rung4")

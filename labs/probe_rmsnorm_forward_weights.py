@@ -30,14 +30,13 @@ numbers come from ``nox -s labs``.
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 
 import torch
 
 import minikernel.kernels.rmsnorm as rn
 import minikernel.kernels.softmax.cuda_kernels as ck
-from minikernel.bench.probe import gpu_ceiling, kernel_source, race, report
+from minikernel.bench.probe import gpu_ceiling, kernel_source, probe_parser, race, report
 
 SHAPES = [  # (rows, row length, dtype): the lab's rows where rung 5 runs its own kernel
     (32768, 131072, "bfloat16"),
@@ -247,10 +246,7 @@ def probe(m: int, n: int, dtype_name: str, rounds: int, gbps: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per shape")
-    parser.add_argument("--n", type=int, nargs="*", choices=sorted({s[1] for s in SHAPES}))
-    args = parser.parse_args()
+    args = probe_parser(__doc__, (s[1] for s in SHAPES)).parse_args()
     gbps = gpu_ceiling("probe_rmsnorm_forward_weights")
     text = with_probe_kernels(rn.CU_FILE.read_text())
     with kernel_source(rn, text, "rmsnorm_weights_probe.cu"):

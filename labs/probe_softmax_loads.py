@@ -22,7 +22,6 @@ writes nothing: the course's numbers come from ``nox -s labs``.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from minikernel.bench.probe import (
     add_peer,
     gpu_ceiling,
     launch_from,
+    probe_parser,
     race,
     report,
     with_load_hint,
@@ -100,10 +100,7 @@ def probe(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per shape")
-    parser.add_argument("--n", type=int, nargs="*", choices=sorted({s[1] for s in SHAPES}))
-    args = parser.parse_args()
+    args = probe_parser(__doc__, (s[1] for s in SHAPES)).parse_args()
     gbps = gpu_ceiling("probe_softmax_loads")
     with tempfile.TemporaryDirectory() as tmp:
         files = {}

@@ -22,7 +22,6 @@ It prints, it writes nothing: the course's numbers come from ``nox -s labs``.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
@@ -30,7 +29,7 @@ import torch
 
 import minikernel.kernels.softmax as sm
 import minikernel.kernels.softmax.cuda_kernels as ck
-from minikernel.bench.probe import add_peer, gpu_ceiling, launch_from, race, report
+from minikernel.bench.probe import add_peer, gpu_ceiling, launch_from, probe_parser, race, report
 
 SHAPES = [  # (rows, row length, dtype): where rung 16 and rung 14 both run their own kernels
     (32768, 65536, "bfloat16"),
@@ -102,10 +101,7 @@ def probe(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per shape")
-    parser.add_argument("--n", type=int, nargs="*", choices=sorted({s[1] for s in SHAPES}))
-    args = parser.parse_args()
+    args = probe_parser(__doc__, (s[1] for s in SHAPES)).parse_args()
     gbps = gpu_ceiling("probe_softmax_stores")
     with tempfile.TemporaryDirectory() as tmp:
         files = {}

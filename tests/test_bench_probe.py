@@ -141,6 +141,22 @@ def test_probe_rmsnorm_forward_weights_stamps_every_planned_shape() -> None:
         probe.with_probe_kernels(src.replace("KERNEL5_VECS", "K5"))
 
 
+def test_probe_parser_is_every_probes_command_line() -> None:
+    """--rounds with the probe's default, --n limited to the lengths it times (a length it does
+    not time is refused, not silently skipped), and the docstring's first line as the help."""
+    from minikernel.bench.probe import probe_parser
+
+    doc = "What a probe asks.\n\n    python labs/probe_x.py\n"
+    parser = probe_parser(doc, (65536, 600, 65536), rounds=3)
+    assert parser.description == "What a probe asks."
+    args = parser.parse_args([])
+    assert args.rounds == 3 and args.n is None
+    assert parser.parse_args(["--rounds", "7", "--n", "600"]).n == [600]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--n", "4096"])
+    assert not hasattr(probe_parser(doc).parse_args([]), "n")  # a probe of fixed shapes
+
+
 def test_gpu_ceiling_stops_a_probe_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 

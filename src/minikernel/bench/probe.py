@@ -10,13 +10,30 @@ all alike instead of whichever ran last.
 
 from __future__ import annotations
 
+import argparse
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from .timing import time_gpu
+
+
+def probe_parser(
+    doc: str, lengths: Iterable[int] | None = None, rounds: int = 5
+) -> argparse.ArgumentParser:
+    """The command line every probe shares: the first line of its docstring ``doc`` as the
+    description, ``--rounds`` (interleaved rounds per shape, ``rounds`` by default) and, given
+    the row ``lengths`` it times, ``--n`` to time only some of them. A probe adds its own
+    options to the parser it gets back."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=rounds, help="interleaved rounds per shape")
+    if lengths is not None:
+        parser.add_argument(
+            "--n", type=int, nargs="*", choices=sorted(set(lengths)), help="row lengths"
+        )
+    return parser
 
 
 def gpu_ceiling(script: str) -> float:
