@@ -3,11 +3,23 @@ interleaved rounds, a peer that refuses, the printed table. No GPU: the timer is
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from minikernel.bench.probe import add_peer, race, report
+
+
+def _load_probe(name: str) -> ModuleType:
+    """labs/<name>.py as a module (labs/ is not a package), for the tests of its text edits."""
+    path = Path(__file__).resolve().parent.parent / "labs" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    return probe
 
 
 def test_race_keeps_each_candidates_best_over_interleaved_rounds() -> None:
@@ -64,16 +76,10 @@ def test_with_load_hint_swaps_only_the_named_loads() -> None:
 def test_softmax_loads_probe_still_applies() -> None:
     """labs/probe_softmax_loads.py edits two load lines of softmax.cu; they must still be there
     once each, or the probe would stop with 'softmax.cu changed'."""
-    import importlib.util
-    from pathlib import Path
-
     from minikernel.bench.probe import LOAD_HINTS
     from minikernel.kernels.softmax.cuda_kernels import CU_FILE
 
-    path = Path(__file__).resolve().parent.parent / "labs" / "probe_softmax_loads.py"
-    spec = importlib.util.spec_from_file_location("probe_softmax_loads", path)
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    probe = _load_probe("probe_softmax_loads")
     src = CU_FILE.read_text()
     out = probe.variants(src)
     assert set(out) == {"shipped", *LOAD_HINTS} and out["shipped"] == src
@@ -86,15 +92,9 @@ def test_softmax_loads_probe_still_applies() -> None:
 def test_probe_softmax_stores_edits_rung_14_only() -> None:
     """labs/probe_softmax_stores.py swaps rung 14's .cs store for rung 16's plain one; the line
     must still be in softmax.cu once, and the copy must leave every other store as it is."""
-    import importlib.util
-    from pathlib import Path
-
     from minikernel.kernels.softmax.cuda_kernels import CU_FILE
 
-    path = Path(__file__).resolve().parent.parent / "labs" / "probe_softmax_stores.py"
-    spec = importlib.util.spec_from_file_location("probe_softmax_stores", path)
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    probe = _load_probe("probe_softmax_stores")
     src = CU_FILE.read_text()
     out = probe.variants(src)
     assert set(out) == {"shipped", "wb", "wb_mf"} and out["shipped"] == src
@@ -114,17 +114,11 @@ def test_probe_rmsnorm_forward_weights_stamps_every_planned_shape() -> None:
     """labs/probe_rmsnorm_forward_weights.py appends its two kernels to rmsnorm.cu, stamped for
     every (threads, cluster) rung 5 plans at the probe's shapes, and stops if rmsnorm.cu no
     longer has what they use."""
-    import importlib.util
-    from pathlib import Path
-
     import torch
 
     from minikernel.kernels.rmsnorm import CU_FILE, plan5
 
-    path = Path(__file__).resolve().parent.parent / "labs" / "probe_rmsnorm_forward_weights.py"
-    spec = importlib.util.spec_from_file_location("probe_rmsnorm_forward_weights", path)
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    probe = _load_probe("probe_rmsnorm_forward_weights")
     src = CU_FILE.read_text()
     text = probe.with_probe_kernels(src)
     assert text.startswith(src) and text.endswith("#endif\n")
