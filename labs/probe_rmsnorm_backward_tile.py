@@ -23,8 +23,12 @@ import minikernel.kernels.rmsnorm.triton_kernels as tk
 from minikernel.bench.probe import add_peer, gpu_ceiling, kernel_source, probe_parser, race, report
 
 CANDIDATES = {  # (n, x's dtype) -> (threads, vectors per thread, weights in registers[, cluster])
-    (4096, "float32"): [(256, 4, True), (256, 4, False), (128, 8, True)],
-    (8192, "float32"): [(512, 4, True), (512, 4, False), (256, 8, True)],
+    # The last launches of these two (not run yet): the same rows over a cluster of two, which
+    # writes one dw partial row per cluster, not per block. At 16384 x 4096 the partial rows
+    # and reduce_dw cost a few per cent of the call (labs/probe_rmsnorm_backward_dw.py);
+    # halving the rows may win some of it back, against an exchange per row.
+    (4096, "float32"): [(256, 4, True), (256, 4, False), (128, 8, True), (128, 4, True, 2)],
+    (8192, "float32"): [(512, 4, True), (512, 4, False), (256, 8, True), (256, 4, True, 2)],
     # 512 x 8 needs all 128 registers a thread of 512 may have: the weights in shared memory.
     # Against it, the cluster kernel with two blocks (two rows in flight).
     (16384, "float32"): [(512, 8, False), (256, 8, True, 2)],

@@ -653,6 +653,29 @@ def _lab_script(name: str):  # type: ignore[no-untyped-def]
     return module
 
 
+def test_tile_probe_adds_its_candidates() -> None:
+    """labs/probe_rmsnorm_backward_tile.py adds an instantiation for every launch it times
+    (before rmsnorm.cu's two markers), each launch covers its row exactly, and the probe stops
+    if a marker is gone."""
+    from minikernel.kernels.rmsnorm import CU_FILE, TileBwdPlan
+
+    probe = _lab_script("probe_rmsnorm_backward_tile")
+    src = CU_FILE.read_text()
+    out = probe.with_candidates(src)
+    for (n, dtype_name), launches in probe.CANDIDATES.items():
+        for t, v, wreg, *cluster in launches:
+            plan = TileBwdPlan(t, v, wreg, *cluster, suffix=probe.SUFFIX[dtype_name])
+            assert plan.n == n, (n, dtype_name, plan)
+            if cluster:
+                macro = "RMSNORM_BWD_TILE_C" if dtype_name == "float32" else "RMSNORM_BWD_TILE_C16"
+                assert f"{macro}({t}, {v}, {cluster[0]})" in out, (n, dtype_name, plan)
+            else:
+                assert f"RMSNORM_BWD_TILE({t}, {v}, {int(wreg)})" in out, (n, dtype_name, plan)
+    for marker in (probe.END, probe.END_C):
+        with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
+            probe.with_candidates(src.replace(marker, ""))
+
+
 def test_rows_probe_adds_its_candidates() -> None:
     """labs/probe_rmsnorm_backward_rows.py builds its candidate rings by adding lines before a
     marker of rmsnorm.cu: the marker is still there, and every candidate fits an H200 block."""
