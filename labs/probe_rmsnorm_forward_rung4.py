@@ -58,6 +58,7 @@ from minikernel.bench.probe import (
     race,
     report,
     with_load_hint,
+    write_variants,
 )
 
 SHAPES = [  # (rows, row length, dtype): the lab's rows where rung 4 is ours at its fastest
@@ -337,22 +338,13 @@ def probe(
     report(f"{m} x {n} {dtype_name}", ideal, race(cands, rounds), width=24)
 
 
-def write_variants(folder: Path) -> dict[str, Path]:
-    """Each variant of rmsnorm.cu as a file in ``folder`` (headers come from CUDA_DIR)."""
-    files = {}
-    for name, text in variants(rn.CU_FILE.read_text()).items():
-        files[name] = folder / f"rmsnorm_rung4_{name}.cu"
-        files[name].write_text(text)
-    return files
-
-
 def main() -> None:
     parser = probe_parser(__doc__, (n for _, n, _ in SHAPES))
     parser.add_argument("--variants", nargs="*", choices=VARIANTS, help="which to time")
     args = parser.parse_args()
     gbps = gpu_ceiling("probe_rmsnorm_forward_rung4")
     with tempfile.TemporaryDirectory() as tmp:
-        files = write_variants(Path(tmp))
+        files = write_variants(variants(rn.CU_FILE.read_text()), Path(tmp), "rmsnorm_rung4")
         for m, n, dtype_name in SHAPES:
             if not args.n or n in args.n:
                 probe(m, n, dtype_name, files, args.rounds, gbps, args.variants)

@@ -38,6 +38,7 @@ from minikernel.bench.probe import (
     race,
     report,
     with_load_hint,
+    write_variants,
 )
 
 SHAPES = [  # (rows, row length, dtype, the rungs of ours to time)
@@ -103,10 +104,7 @@ def main() -> None:
     args = probe_parser(__doc__, (s[1] for s in SHAPES)).parse_args()
     gbps = gpu_ceiling("probe_softmax_loads")
     with tempfile.TemporaryDirectory() as tmp:
-        files = {}
-        for name, text in variants(ck.CU_FILE.read_text()).items():
-            files[name] = Path(tmp) / f"softmax_{name}.cu"  # headers come from CUDA_DIR
-            files[name].write_text(text)
+        files = write_variants(variants(ck.CU_FILE.read_text()), Path(tmp), "softmax")
         for m, n, dtype_name, rungs in SHAPES:
             if not args.n or n in args.n:
                 probe(m, n, dtype_name, rungs, files, args.rounds, gbps)

@@ -29,7 +29,15 @@ import torch
 
 import minikernel.kernels.softmax as sm
 import minikernel.kernels.softmax.cuda_kernels as ck
-from minikernel.bench.probe import add_peer, gpu_ceiling, launch_from, probe_parser, race, report
+from minikernel.bench.probe import (
+    add_peer,
+    gpu_ceiling,
+    launch_from,
+    probe_parser,
+    race,
+    report,
+    write_variants,
+)
 
 SHAPES = [  # (rows, row length, dtype): where rung 16 and rung 14 both run their own kernels
     (32768, 65536, "bfloat16"),
@@ -104,10 +112,7 @@ def main() -> None:
     args = probe_parser(__doc__, (s[1] for s in SHAPES)).parse_args()
     gbps = gpu_ceiling("probe_softmax_stores")
     with tempfile.TemporaryDirectory() as tmp:
-        files = {}
-        for name, text in variants(ck.CU_FILE.read_text()).items():
-            files[name] = Path(tmp) / f"softmax_{name}.cu"  # headers come from CUDA_DIR
-            files[name].write_text(text)
+        files = write_variants(variants(ck.CU_FILE.read_text()), Path(tmp), "softmax")
         for m, n, dtype_name in SHAPES:
             if not args.n or n in args.n:
                 probe(m, n, dtype_name, files, args.rounds, gbps)

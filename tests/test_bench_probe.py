@@ -151,6 +151,14 @@ def test_probe_parser_is_every_probes_command_line() -> None:
     assert not hasattr(probe_parser(doc).parse_args([]), "n")  # a probe of fixed shapes
 
 
+def test_write_variants_writes_each_copy_under_its_name(tmp_path: Path) -> None:
+    from minikernel.bench.probe import write_variants
+
+    files = write_variants({"shipped": "a", "wb": "b"}, tmp_path, "softmax")
+    assert files == {"shipped": tmp_path / "softmax_shipped.cu", "wb": tmp_path / "softmax_wb.cu"}
+    assert [files[k].read_text() for k in ("shipped", "wb")] == ["a", "b"]
+
+
 def test_gpu_ceiling_stops_a_probe_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 

@@ -50,6 +50,17 @@ def gpu_ceiling(script: str) -> float:
     return gbps
 
 
+def write_variants(texts: dict[str, str], folder: Path, stem: str) -> dict[str, Path]:
+    """Each edited copy of a kernel file (name -> text) written to ``folder`` as
+    ``{stem}_{name}.cu``, by name: the files a probe's candidates launch from (launch_from).
+    Headers come from CUDA_DIR, so the copies compile from any folder."""
+    files = {}
+    for name, text in texts.items():
+        files[name] = folder / f"{stem}_{name}.cu"
+        files[name].write_text(text)
+    return files
+
+
 @contextmanager
 def kernel_source(module: Any, text: str, name: str) -> Iterator[Path]:
     """Within the block, ``module.CU_FILE`` (where the module's launchers load kernels from)
