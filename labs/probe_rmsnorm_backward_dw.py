@@ -10,16 +10,22 @@ adds the rows up in a fixed order. The warp-per-row kernel of shorter rows folds
 itself after a grid-wide barrier; this one does not. At 16384 x 4096 fp32 the lab has QuACK's
 backward a little ahead of ours. This probe times, in interleaved rounds:
 
-    dx and dw      cuda:3's backward as the lab times it: the kernel, then reduce_dw
-    dx only        the same kernel with need_dw=False: no partial written, no second kernel
-    triton:2       Triton's backward (dx and dw), for scale
+    dx and dw         cuda:3's backward as the lab times it: the kernel, then reduce_dw
+    dx only           the same kernel with need_dw=False: no partial written, no second kernel
+    dx and dw, k/SM   the kernel on a grid of k blocks per SM, fewer than the GPU holds at
+                      once (not run yet): fewer partial rows to write and add up, against
+                      fewer rows in flight
+    triton:2          Triton's backward (dx and dw), for scale
 
-The difference between the first two is what the partial rows and the second kernel cost, the
-most a fold into the first kernel could win back. It prints, it writes nothing: the course's
-numbers come from ``nox -s labs``.
+The difference between the first two is what the partial rows and the second kernel cost. A
+fold of the partial rows into the kernel's own launch, which the warp-per-row kernels do, was
+slower still on the H200 (the branch wip/rmsnorm-bwd-tile-fold). It prints, it writes nothing:
+the course's numbers come from ``nox -s labs``.
 """
 
 from __future__ import annotations
+
+import ctypes
 
 import torch
 
@@ -50,8 +56,47 @@ def probe(m: int, n: int, dtype_name: str, rounds: int, gbps: float) -> None:
         "dx only": bwd("cuda:3", False),
         "triton:2": bwd("triton:2"),
     }
+    if isinstance(plan, rn.TileBwdPlan) and plan.cluster == 1:
+        want_dx, want = rn._backward(dy, x, w, rstd, impl="cuda:3")
+        dx = torch.empty_like(x)
+        for name, run in smaller_grids(plan, dy, x, w, rstd, dx).items():
+            dx.fill_(float("nan"))
+            got = run()  # dx lands in dx, dw comes back
+            scale = float(want.abs().max())
+            ok = torch.equal(dx, want_dx)  # the same arithmetic per row: the same bits
+            ok = ok and torch.allclose(got, want, rtol=1e-5, atol=1e-5 * scale)
+            print(f"  {m} x {n} {dtype_name} {name}: dx and dw {'agree' if ok else 'DIFFER'}")
+            if ok:
+                cands[name] = run
     ideal = rn.bwd_bytes(m, n, dtype, dtype) / (gbps * 1e3)
-    report(f"{m} x {n} {dtype_name}", ideal, race(cands, rounds), width=12)
+    report(f"{m} x {n} {dtype_name}", ideal, race(cands, rounds), width=18)
+
+
+def smaller_grids(plan, dy, x, w, rstd, dx):  # type: ignore[no-untyped-def]
+    """The fixed-length kernel launched as _backward_tile launches it (dx into ``dx``), but on
+    grids of k blocks per SM for every k below what the GPU holds at once: one dw partial row
+    per block."""
+    from minikernel.cuda import get_kernel
+
+    kernel = get_kernel(rn.CU_FILE, plan.kernel)
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    most = kernel.max_active_clusters(plan.threads, plan.smem, 1) // sms
+    out = {}
+    for k in range(1, most):
+        out[f"dx and dw, {k}/SM"] = lambda k=k: rn._launch_bwd(
+            kernel,
+            dy,
+            x,
+            w,
+            rstd,
+            dx,
+            (ctypes.c_int64(x.shape[0]),),
+            groups=k * sms,
+            threads=plan.threads,
+            smem=plan.smem,
+        )
+    print(f"  {x.shape[0]} x {x.shape[1]}: {most} blocks per SM at once; smaller grids {list(out)}")
+    return out
 
 
 def main() -> None:
