@@ -12,15 +12,17 @@ backward a little ahead of ours. This probe times, in interleaved rounds:
 
     dx and dw         cuda:3's backward as the lab times it: the kernel, then reduce_dw
     dx only           the same kernel with need_dw=False: no partial written, no second kernel
-    dx and dw, k/SM   the kernel on a grid of k blocks per SM, fewer than the GPU holds at
-                      once (not run yet): fewer partial rows to write and add up, against
-                      fewer rows in flight
+    dx and dw, k/SM   the kernel on a grid of k blocks per SM, for every k up to what the GPU
+                      holds at once but the one TILE_BWD ships: fewer blocks write fewer
+                      partial rows to add up, against fewer rows in flight
     triton:2          Triton's backward (dx and dw), for scale
 
-The difference between the first two is what the partial rows and the second kernel cost. A
-fold of the partial rows into the kernel's own launch, which the warp-per-row kernels do, was
-slower still on the H200 (the branch wip/rmsnorm-bwd-tile-fold). It prints, it writes nothing:
-the course's numbers come from ``nox -s labs``.
+The difference between the first two is what the partial rows and the second kernel cost. On
+the H200, at 4096 elements, two blocks per SM out of the three that fit beat both, and TILE_BWD
+ships that grid (the fused-rmsnorm page, section 4). A fold of the partial rows into the
+kernel's own launch, which the warp-per-row kernels do, was slower on the H200 (the branch
+wip/rmsnorm-bwd-tile-fold). It prints, it writes nothing: the course's numbers come from
+``nox -s labs``.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def probe(m: int, n: int, dtype_name: str, rounds: int, gbps: float) -> None:
     if isinstance(plan, rn.TileBwdPlan) and plan.cluster == 1:
         want_dx, want = rn._backward(dy, x, w, rstd, impl="cuda:3")
         dx = torch.empty_like(x)
-        for name, run in smaller_grids(plan, dy, x, w, rstd, dx).items():
+        for name, run in other_grids(plan, dy, x, w, rstd, dx).items():
             dx.fill_(float("nan"))
             got = run()  # dx lands in dx, dw comes back
             scale = float(want.abs().max())
@@ -72,17 +74,20 @@ def probe(m: int, n: int, dtype_name: str, rounds: int, gbps: float) -> None:
     report(f"{m} x {n} {dtype_name}", ideal, race(cands, rounds), width=18)
 
 
-def smaller_grids(plan, dy, x, w, rstd, dx):  # type: ignore[no-untyped-def]
+def other_grids(plan, dy, x, w, rstd, dx):  # type: ignore[no-untyped-def]
     """The fixed-length kernel launched as _backward_tile launches it (dx into ``dx``), but on
-    grids of k blocks per SM for every k below what the GPU holds at once: one dw partial row
-    per block."""
+    grids of k blocks per SM for every k up to what the GPU holds at once, but the grid the plan
+    ships: one dw partial row per block."""
     from minikernel.cuda import get_kernel
 
     kernel = get_kernel(rn.CU_FILE, plan.kernel)
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     most = kernel.max_active_clusters(plan.threads, plan.smem, 1) // sms
+    shipped = plan.per_sm or most
     out = {}
-    for k in range(1, most):
+    for k in range(1, most + 1):
+        if k == shipped:
+            continue
         out[f"dx and dw, {k}/SM"] = lambda k=k: rn._launch_bwd(
             kernel,
             dy,
@@ -95,7 +100,7 @@ def smaller_grids(plan, dy, x, w, rstd, dx):  # type: ignore[no-untyped-def]
             threads=plan.threads,
             smem=plan.smem,
         )
-    print(f"  {x.shape[0]} x {x.shape[1]}: {most} blocks per SM at once; smaller grids {list(out)}")
+    print(f"  {x.shape[0]} x {x.shape[1]}: {most} blocks per SM at once, {shipped} shipped")
     return out
 
 

@@ -16,6 +16,8 @@ come from ``nox -s labs``.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 import minikernel.kernels.rmsnorm as rn
@@ -85,8 +87,9 @@ def probe(n: int, dtype_name: str, rounds: int, gbps: float) -> None:
     for launch in CANDIDATES[(n, dtype_name)]:
         plan = rn.TileBwdPlan(*launch, suffix=SUFFIX[dtype_name])
         name = plan.kernel.removeprefix("rmsnorm_bwd_tile_").removesuffix("_" + plan.suffix)
-        if plan == shipped:
-            name += " (shipped)"
+        if shipped is not None and dataclasses.replace(shipped, per_sm=0) == plan:
+            plan = shipped  # on the shipped grid (TILE_BWD may cap the blocks per SM)
+            name += f"{f' {plan.per_sm}/SM' if plan.per_sm else ''} (shipped)"
         got_dx, got_dw = rn._backward_tile(dy, x, w, rstd, plan, torch.empty_like(x), True)
         err = float((got_dx.float() - ref_dx.float()).abs().max())
         derr = float((got_dw.float() - ref_dw.float()).abs().max() / ref_dw.float().abs().max())

@@ -760,6 +760,10 @@ def test_cuda_backward_tile_plan_and_kernels() -> None:
         TileBwdPlan(256, 8, False, 4)  # the cluster kernel has no shared-memory weights
     with pytest.raises(ValueError, match="fp32 only"):
         TileBwdPlan(256, 4, True, 1, "bf16")
+    with pytest.raises(ValueError, match="one-block kernel only"):
+        TileBwdPlan(256, 4, True, 4, "bf16", per_sm=2)  # a cluster's grid is not capped
+    with pytest.raises(ValueError, match="per_sm=-1"):
+        TileBwdPlan(256, 4, True, 1, per_sm=-1)
     names = compiled(CU_FILE, "sm_90").kernel_names
     planned, kernels = set(), set()
     for dtype in (f32, bf16, f16):
@@ -856,7 +860,9 @@ def test_cuda_backward_matches_reference(
 
 TILE_SHAPES = [
     (1, 4096),  # one row: one block, the rest of the grid has nothing
-    (1000, 4096),  # more rows than blocks, not a multiple of them: blocks take 2 or 3 rows
+    # more rows than blocks (on an H200 two per SM, TILE_BWD's cap: 264), not a multiple of
+    # them: blocks take 3 or 4 rows
+    (1000, 4096),
     (1, 8192),
     (263, 8192),
     (1, 16384),  # 512 threads x 8 vectors, the weights in shared memory
@@ -900,9 +906,17 @@ def test_cuda_backward_tile_matches_reference(
     plan = rn.plan_bwd_tile(n, dtype, None if w is None else w.dtype, (9, 0))
     assert launched == [plan], "autograd after cuda:3 did not run the fixed-length kernel"
     rstd = torch.rsqrt(x.float().pow(2).mean(-1) + EPS)
+    grids = []
+    launch = rn._launch_bwd
+    monkeypatch.setattr(
+        rn, "_launch_bwd", lambda *a, **k: grids.append(k["groups"]) or launch(*a, **k)
+    )
     dx, dw = real(dy, x, w, rstd, plan, torch.empty_like(x), True)
     _close(dx, dx_ref, _grad_scale(x, w, dy), BWD_RTOL[dtype], "dx (kernel)")
     assert (dw is None) == (w is None)
+    if plan.per_sm:  # the grid TILE_BWD caps: no more blocks than that per SM, nor than rows
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+        assert grids == [min(m, plan.per_sm * sms)], (grids, plan)
     dx2, dw2 = real(dy, x, w, rstd, plan, torch.empty_like(x), False)
     assert dw2 is None and torch.equal(dx2, dx)
 

@@ -499,7 +499,7 @@ def plan_bwd_rows(
 
 
 TILE_BWD = {
-    (4096, 4): (256, 4, True, 1),
+    (4096, 4): (256, 4, True, 1, 2),
     (8192, 4): (512, 4, True, 1),
     (16384, 4): (512, 8, False, 1),
     (32768, 4): (256, 8, True, 4),
@@ -510,13 +510,17 @@ TILE_BWD = {
     (131072, 2): (256, 4, True, 16),
 }
 """(row length, bytes per element of x) -> (threads, 16-byte vectors per thread, weights in
-registers, blocks per row) of the fixed-length backward: the launches H200 side probes found
-fastest (labs/probe_rmsnorm_backward_tile.py; the fused-rmsnorm page, section 4, says what they
-tried). In fp32, one block per row up to 16384 (rmsnorm_bwd_tile; at 16384 the weights in shared
+registers, blocks per row[, blocks per SM at most]) of the fixed-length backward: the launches
+H200 side probes found fastest (labs/probe_rmsnorm_backward_tile.py and, for the grid,
+labs/probe_rmsnorm_backward_dw.py; the fused-rmsnorm page, section 4, says what they tried).
+In fp32, one block per row up to 16384 (rmsnorm_bwd_tile; at 16384 the weights in shared
 memory, since 512 threads x 8 vectors need all 128 registers a thread of 512 may have), and a
 cluster of blocks of 8192 elements each past it, with two rows in flight
-(rmsnorm_bwd_tile_cluster). In 16-bit, the same clusters of 8192-element blocks (256 threads x 4
-vectors of 8) from 32768; shorter 16-bit rows keep the other backwards."""
+(rmsnorm_bwd_tile_cluster). At 4096 three blocks fit on an SM, but a grid of two per SM was
+faster, dw included, than three per SM without dw: each block writes one dw partial row, so the
+second kernel adds up a third fewer, and the rows themselves went faster too. In 16-bit, the
+same clusters of 8192-element blocks (256 threads x 4 vectors of 8) from 32768; shorter 16-bit
+rows keep the other backwards."""
 
 
 @dataclass(frozen=True)
@@ -526,8 +530,14 @@ class TileBwdPlan:
     wreg: bool  # the weights in registers, or in shared memory after the row buffers
     cluster: int = 1  # blocks per row: more than one runs rmsnorm_bwd_tile_cluster
     suffix: str = "f32_wf32"  # the dtypes: x's, then _wf32 for an fp32 weight (fp32 x: always)
+    per_sm: int = 0  # blocks per SM at most in the grid (0: as many as fit at once)
 
     def __post_init__(self) -> None:
+        if self.per_sm < 0 or (self.per_sm and self.cluster > 1):
+            raise ValueError(
+                f"TileBwdPlan: per_sm={self.per_sm} (blocks per SM at most) must be 0, or > 0 "
+                "for the one-block kernel only"
+            )
         if self.cluster > 1 and not self.wreg:
             raise ValueError("TileBwdPlan: the cluster kernel keeps its weights in registers")
         if self.cluster == 1 and self.suffix != "f32_wf32":
@@ -573,7 +583,8 @@ def plan_bwd_tile(
     if launch is None:
         return None
     suffix = _SUFFIX[dtype] + ("_wf32" if w_dtype == torch.float32 or size == 4 else "")
-    return TileBwdPlan(*launch, suffix=suffix)
+    threads, vpt, wreg, cluster, *per_sm = launch
+    return TileBwdPlan(threads, vpt, wreg, cluster, suffix, *per_sm)
 
 
 def _launch_bwd(
@@ -674,7 +685,11 @@ def _backward_tile(
     m = x.shape[0]
     kernel = get_kernel(CU_FILE, plan.kernel)
     kernel.allow_cluster_size(plan.cluster)  # nothing to do up to 8
-    groups = max(1, min(m, kernel.max_active_clusters(plan.threads, plan.smem, plan.cluster)))
+    groups = kernel.max_active_clusters(plan.threads, plan.smem, plan.cluster)
+    if plan.per_sm:
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+        groups = min(groups, plan.per_sm * sms)
+    groups = max(1, min(m, groups))
     dw = _launch_bwd(
         kernel,
         dy,
