@@ -25,10 +25,11 @@ import minikernel.kernels.rmsnorm.triton_kernels as tk
 from minikernel.bench.probe import add_peer, gpu_ceiling, kernel_source, probe_parser, race, report
 
 CANDIDATES = {  # (n, x's dtype) -> (threads, vectors per thread, weights in registers[, cluster])
-    # The last launches of these two (not run yet): the same rows over a cluster of two, which
-    # writes one dw partial row per cluster, not per block. At 16384 x 4096 the partial rows
-    # and reduce_dw cost a few per cent of the call (labs/probe_rmsnorm_backward_dw.py);
-    # halving the rows may win some of it back, against an exchange per row.
+    # The last launches of these two: the same rows over a cluster of two, which writes one dw
+    # partial row per cluster, not per block. On the H200 it beat three 256-thread blocks per
+    # SM at 4096 (fewer partial rows for reduce_dw), by less than the two per SM TILE_BWD now
+    # ships did in labs/probe_rmsnorm_backward_dw.py (not yet timed side by side: this probe
+    # does that now), and lost at 8192, where one block fits per SM.
     (4096, "float32"): [(256, 4, True), (256, 4, False), (128, 8, True), (128, 4, True, 2)],
     (8192, "float32"): [(512, 4, True), (512, 4, False), (256, 8, True), (256, 4, True, 2)],
     # 512 x 8 needs all 128 registers a thread of 512 may have: the weights in shared memory.
