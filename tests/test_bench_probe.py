@@ -110,6 +110,31 @@ def test_probe_softmax_stores_edits_rung_14_only() -> None:
             probe.variants(src.replace(line, ""))
 
 
+def test_probe_softmax_slices_compiles_every_candidate_without_spills(tmp_path: Path) -> None:
+    """labs/probe_softmax_slices.py instantiates rung 16 for each candidate slice after the
+    last of softmax.cu's: every candidate's kernel is in the compiled copy, covers its row
+    exactly, and compiles for sm_90 without spilling (a spilled candidate would time the
+    spills, not the slice); the probe stops if its anchor line is gone."""
+    import torch
+
+    from minikernel.cuda import compile_file
+    from minikernel.kernels.softmax.cuda_kernels import CU_FILE
+
+    probe = _load_probe("probe_softmax_slices")
+    src = CU_FILE.read_text()
+    path = tmp_path / "softmax_slices.cu"
+    path.write_text(probe.with_candidates(src))
+    usage = compile_file(path, "sm_90").usage
+    for (m, n, dtype_name), launches in probe.CANDIDATES.items():
+        for t, k, c, _ in launches:
+            plan = probe.candidate_plan(m, n, dtype_name, t, k, c)
+            assert plan.per_block * c * (16 // getattr(torch, dtype_name).itemsize) == n
+            use = usage[plan.kernel]
+            assert use.spill_stores == use.spill_loads == 0, (plan.kernel, use)
+    with pytest.raises(SystemExit, match=r"softmax\.cu changed"):
+        probe.with_candidates(src.replace(probe.ANCHOR, ""))
+
+
 def test_probe_rmsnorm_forward_weights_stamps_every_planned_shape() -> None:
     """labs/probe_rmsnorm_forward_weights.py appends its two kernels to rmsnorm.cu, stamped for
     every (threads, cluster) rung 5 plans at the probe's shapes, and stops if rmsnorm.cu no
