@@ -52,6 +52,9 @@ CANDIDATES = {  # (rows, row length, x's dtype) -> (threads, vectors per thread,
         (128, 8, 8, 6),  # 16 KB over 8, eight vectors a thread
         (256, 4, 8, 4),  # 16 KB over 8, four vectors a thread (at 6 blocks, 40 registers: spills)
         (1024, 4, 2, 1),  # 64 KB over 2, four vectors a thread
+        (512, 4, 4, 2),  # 32 KB over 4, four vectors a thread
+        (512, 2, 8, 2),  # 16 KB over 8, two vectors a thread
+        (128, 4, 16, 8),  # 8 KB over 16
     ],
 }
 CU_TYPE = {"float32": ("f32", "float"), "bfloat16": ("bf16", "mk_bf16")}
