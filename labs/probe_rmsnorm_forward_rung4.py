@@ -10,8 +10,7 @@ it writes y. QuACK's forward loads the weights before the reduction, and holds t
 variants of rmsnorm.cu by editing its text:
 
     wpf      the weights prefetched into L1 (prefetch.global.L1) right after the x loads
-    v8       8 vectors per thread: blocks of 256 threads (32 KB), 512 (64 KB) or 1024 (128 KB,
-             not run yet)
+    v8       8 vectors per thread: blocks of 256 threads (32 KB), 512 (64 KB) or 1024 (128 KB)
     v8_wpf   both
     big      the shipped kernel, plus blocks of 1024 threads (64 KB) over clusters of 2 and 4
              for the 16-bit rows and fp32 rows of 256 KB (shipped: 512 threads, 32 KB)
@@ -94,8 +93,9 @@ ENTRIES = re.compile(
     r"    RMSNORM4_ENTRY\(SUFFIX, T, W, WSUFFIX, \d+, \d+\)\n"
 )
 # The last two: 1024 threads x 8 vectors (128 KB blocks) over 2 and 4, which softmax's rung 16
-# ran fastest on 256 KB fp32 rows on the H200 (labs/probe_softmax_slices.py); not run here yet.
-# At 64 registers a thread they compile without spills (56 in 16-bit, 51 in fp32, sm_90).
+# ran fastest on 256 KB fp32 rows on the H200 (labs/probe_softmax_slices.py). At 64 registers
+# a thread they compile without spills (56 in 16-bit, 51 in fp32, sm_90); on the H200 they were
+# slower than the shipped blocks, and than the other v8 blocks, at every row they cover.
 V8_SHAPES = ((256, 2), (256, 4), (256, 8), (256, 16), (512, 2), (512, 4), (512, 8))
 V8_SHAPES += ((1024, 2), (1024, 4))
 VARIANTS = ("wpf", "v8", "v8_wpf", "big", "big_wb", "cg_wb", "wreg", "cap", "k3", "k3cap")
