@@ -135,6 +135,39 @@ def test_probe_softmax_slices_compiles_every_candidate_without_spills(tmp_path: 
         probe.with_candidates(src.replace(probe.ANCHOR, ""))
 
 
+def test_probe_softmax_short_compiles_every_layout_and_block(tmp_path: Path) -> None:
+    """labs/probe_softmax_short.py gives rung 15 a block-size parameter (default 128, rung 15's)
+    and a kernel per layout and block size: each covers its row, launches whole lane groups, and
+    compiles for sm_90 without spilling, next to the shipped kernels (the copy keeps them); the
+    probe stops if a line it edits is gone."""
+    import torch
+
+    from minikernel.cuda import compile_file
+    from minikernel.kernels.softmax.cuda_kernels import CU_FILE, KERNEL15_VPT_MAX
+
+    probe = _load_probe("probe_softmax_short")
+    src = CU_FILE.read_text()
+    path = tmp_path / "softmax_short.cu"
+    path.write_text(probe.with_candidates(src))
+    built = compile_file(path, "sm_90")
+    for m, n, dtype_name in probe.SHAPES:
+        dtype = getattr(torch, dtype_name)
+        nvec = n // (16 // dtype.itemsize)
+        found = probe.layouts(nvec, dtype_name)
+        assert found and all(lanes * vpt >= nvec for lanes, vpt in found)
+        assert all(vpt <= KERNEL15_VPT_MAX[dtype] for _, vpt in found)
+        for lanes, vpt in found:
+            for t in probe.THREADS:
+                plan = probe.candidate_plan(m, n, dtype_name, lanes, vpt, t)
+                assert plan.grid * (t // lanes) >= m and t % 32 == 0
+                use = built.usage[plan.kernel]
+                assert use.spill_stores == use.spill_loads == 0, (plan.kernel, use)
+    assert "softmax_kernel15_l16_v5_bf16" in built.kernel_names  # the shipped ones stay
+    for text in (probe.HEAD, probe.ROWS, probe.ANCHOR):
+        with pytest.raises(SystemExit, match=r"softmax\.cu changed"):
+            probe.with_candidates(src.replace(text, ""))
+
+
 def test_probe_rmsnorm_forward_weights_stamps_every_planned_shape() -> None:
     """labs/probe_rmsnorm_forward_weights.py appends its two kernels to rmsnorm.cu, stamped for
     every (threads, cluster) rung 5 plans at the probe's shapes, and stops if rmsnorm.cu no
