@@ -20,8 +20,8 @@ backward a little ahead of ours. This probe times, in interleaved rounds:
 The difference between the first two is what the partial rows and the second kernel cost. On
 the H200, at 4096 elements, two blocks per SM out of the three that fit beat both, and TILE_BWD
 ships that grid (the fused-rmsnorm page, section 4). A fold of the partial rows into the
-kernel's own launch, which the warp-per-row kernels do, was slower on the H200 (the branch
-wip/rmsnorm-bwd-tile-fold). It prints, it writes nothing: the course's numbers come from
+kernel's own launch, which the warp-per-row kernels do, was slower on the H200 (tried on a side
+branch, not merged). It prints, it writes nothing: the course's numbers come from
 ``nox -s labs``.
 """
 
