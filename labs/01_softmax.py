@@ -349,10 +349,10 @@ section_done("N sweep")
 # cuda:10's say how much leaner its inner loop is, and the register-slice rung (cuda:14) at the
 # same shape, which holds QuACK's slice shape in CUDA C; the short-row rung (cuda:15) at
 # 32768 x 600 bf16, a case of 79 MB where the start and end of the kernel weigh on the time; and
-# rung 14 with fewer instructions (cuda:16) at 32768 x 65536 bf16, where its warp instructions
-# set beside rung 14's and QuACK's say what the trim removed, and at 8192 x 65536 fp32, beside
-# rung 12's. Each is skipped if it was already profiled above at the same shape (one excerpt
-# per implementation and shape keeps every page's reference to an excerpt unambiguous).
+# rung 14 trimmed (cuda:16) on the slices of its own at 32768 x 65536 bf16 and 8192 x 65536
+# fp32, beside rung 14's and QuACK's instructions in bf16 and rung 12's in fp32. Each is
+# skipped if it was already profiled above at the same shape (one excerpt per implementation
+# and shape keeps every page's reference to an excerpt unambiguous).
 
 # %% [markdown] lang="es"
 # ## 5. Perfilar
@@ -372,11 +372,10 @@ section_done("N sweep")
 # su bucle interno, y el peldaño con el trozo en registros (cuda:14) con la misma forma, que
 # reproduce en CUDA C la forma de trozo de QuACK; el peldaño de filas cortas (cuda:15) con
 # 32768 x 600 bf16, un caso de 79 MB en el que el arranque y el final del kernel pesan en el
-# tiempo; y el peldaño 14 con menos instrucciones (cuda:16) con 32768 x 65536 bf16, donde sus
-# instrucciones de warp, junto a las del peldaño 14 y las de QuACK, dicen qué quitó el recorte,
-# y con 8192 x 65536 fp32, junto a las del peldaño 12. Cada uno se omite si ya se perfiló
-# arriba con la misma forma (un extracto por implementación y forma mantiene sin ambigüedad
-# cada referencia de las páginas a un extracto).
+# tiempo; y el peldaño 14 recortado (cuda:16) con sus propios trozos en 32768 x 65536 bf16 y
+# 8192 x 65536 fp32, junto a las instrucciones del 14 y de QuACK en bf16 y a las del 12 en
+# fp32. Cada uno se omite si ya se perfiló arriba con la misma forma (un extracto por
+# implementación y forma mantiene sin ambigüedad cada referencia de las páginas a un extracto).
 
 # %%
 PROFILE_SHAPE, PROFILE_DTYPE = [32768, 4096], torch.bfloat16

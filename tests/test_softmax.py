@@ -628,9 +628,12 @@ def test_rung14_register_slices(m: int, n: int, dtype: torch.dtype, special: boo
     ("m", "n", "dtype", "special"),
     [
         *SLICE_CASES,
-        (6, 65536, torch.float32, False),  # fp32 256 KB, rung 16's own: eight full 32 KB slices
+        (6, 65536, torch.float32, False),  # fp32 256 KB, rung 16's own: two full 128 KB slices
         (5, 65537, torch.float32, False),  # the same with an edge: the checked kernel
         (8, 65536, torch.float32, True),  # the special rows (a +-30000 ramp: the fold's fix)
+        (4, 65536, torch.bfloat16, False),  # bf16 128 KB, rung 16's own: eight 16 KB slices
+        (3, 65543, torch.bfloat16, False),  # the same with an edge: the checked kernel
+        (8, 65543, torch.bfloat16, True),  # and the special rows there
     ],
 )
 def test_rung16_register_slices(m: int, n: int, dtype: torch.dtype, special: bool) -> None:
@@ -851,13 +854,15 @@ def test_rung15_plan() -> None:
 
 def test_rung16_plan() -> None:
     """Rung 16 is rung 14's register-slice plan with its own kernels (same grid, block, cluster
-    and slices), plus fp32 rows of 256 KB, which rung 14 leaves to rung 12; rung 15's short rows
-    stay rung 15's, and every other row is rung 15's plan."""
+    and slices), plus fp32 rows of 256 KB, which rung 14 leaves to rung 12, and its own slices
+    at the lengths of KERNEL16_SLICES (lab 02's 65536 columns in fp32 and bf16, not fp16);
+    rung 15's short rows stay rung 15's, and every other row is rung 15's plan."""
     for n, dtype in [
         (8200, torch.bfloat16),
         (16392, torch.bfloat16),
-        (65536, torch.bfloat16),
-        (65537, torch.bfloat16),
+        (65528, torch.bfloat16),  # one vector under 128 KB: rung 14's slices
+        (65544, torch.bfloat16),  # one vector over
+        (65536, torch.float16),  # KERNEL16_SLICES names bf16 only
         (131072, torch.float16),
         (262144, torch.bfloat16),
         (65540, torch.float32),
@@ -877,8 +882,15 @@ def test_rung16_plan() -> None:
     for n, tag in [(65536, "full_"), (65537, "")]:  # fp32 rows of 256 KB of vectors
         p = ck.plan(16, 3, n, torch.float32, ck.H200)
         assert ck.plan(14, 3, n, torch.float32, ck.H200).rung == 13  # rung 14 leaves them
-        assert p.kernel == f"softmax_kernel16_t256_k8_c8_{tag}f32", n
-        assert (p.rung, p.grid, p.block, p.cluster, p.per_block) == (16, 24, 256, 8, 2048)
+        assert p.kernel == f"softmax_kernel16_t1024_k8_c2_{tag}f32", n  # two 128 KB slices
+        assert (p.rung, p.grid, p.block, p.cluster, p.per_block) == (16, 6, 1024, 2, 8192)
+    for n, tag in [(65536, "full_"), (65543, "")]:  # bf16 rows of 128 KB of vectors
+        p = ck.plan(16, 3, n, torch.bfloat16, ck.H200)
+        assert ck.plan(14, 3, n, torch.bfloat16, ck.H200).kernel.startswith(
+            "softmax_kernel14_t256_k8_c4"
+        )
+        assert p.kernel == f"softmax_kernel16_t256_k4_c8_{tag}bf16", n  # eight 16 KB slices
+        assert (p.rung, p.grid, p.block, p.cluster, p.per_block) == (16, 24, 256, 8, 1024)
     for n, dtype in [
         (600, torch.float32),  # rung 15's lane groups
         (600, torch.bfloat16),

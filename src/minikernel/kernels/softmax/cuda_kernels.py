@@ -264,6 +264,13 @@ shapes (the docstring of :func:`_plan14`)."""
 KERNEL16_FP32_FROM = 256 << 10
 """The shortest fp32 row rung 16 takes: 256 KB (65536 columns), where lab 02 measured rung 12
 behind QuACK."""
+KERNEL16_SLICES = {(256 << 10, torch.float32): (1024, 8), (128 << 10, torch.bfloat16): (256, 4)}
+"""(bytes of a row's whole vectors, dtype) -> (threads, vectors per thread) where rung 16 cuts
+the row into other slices than rung 14: lab 02's rows of 65536 columns, where it measured QuACK
+a little ahead of rung 16 on 32 KB slices. An fp32 row of 256 KB as two 128 KB blocks of 1024
+threads and a bf16 row of 128 KB as eight 16 KB blocks of 256 threads x 4 vectors were the
+fastest of the slices labs/probe_softmax_slices.py timed on the H200 at 8192 x 65536 fp32 and
+32768 x 65536 bf16 (lab 02 says by how much). Rows of other lengths keep rung 14's slices."""
 
 
 def _plan14(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
@@ -281,11 +288,18 @@ def _plan14(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
 
 
 def _slice_plan(
-    rung: int, m: int, n: int, dtype: torch.dtype, dev: DeviceFacts, fp32_from: int
+    rung: int,
+    m: int,
+    n: int,
+    dtype: torch.dtype,
+    dev: DeviceFacts,
+    fp32_from: int,
+    slices: dict[tuple[int, torch.dtype], tuple[int, int]] | None = None,
 ) -> Plan | None:
     """Rung 14's register slice (or rung 16's, the same shapes with its own kernels) for an
     (m, n) input, taking fp32 rows of ``fp32_from`` bytes and more; None for a row it does not
-    take."""
+    take. ``slices``: (threads, vectors per thread) for rows of exactly these bytes of vectors,
+    in place of KERNEL14_SLICES' (rung 16's KERNEL16_SLICES)."""
     vn = vector_width(dtype)
     nbytes = (n // vn) * 16
     wide = dtype == torch.float32
@@ -296,6 +310,7 @@ def _slice_plan(
             break
     else:
         return None
+    threads, k = (slices or {}).get((nbytes, dtype), (threads, k))
     slice_bytes = threads * k * 16
     cluster = next(c for c in KERNEL14_CLUSTERS if c * slice_bytes >= nbytes)
     if m * cluster > _INT32_MAX:
@@ -355,12 +370,14 @@ def _plan15(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
 def _plan16(m: int, n: int, dtype: torch.dtype, dev: DeviceFacts) -> Plan:
     """Kernel 16: rung 14's register slices, with the exponent's shift folded into one FFMA
     (softmax.cu), on the rows rung 14 takes and on fp32 rows of 256 KB (65536 columns), which
-    rung 14 leaves to rung 12; rung 15's short rows, and every other row where rung 15 sends
-    it. Same arguments as kernel 14."""
+    rung 14 leaves to rung 12, with other slices at the lengths of KERNEL16_SLICES; rung 15's
+    short rows, and every other row where rung 15 sends it. Same arguments as kernel 14."""
     p = _plan15(m, n, dtype, dev)
     if p.rung == 15:
         return p
-    return _slice_plan(16, m, n, dtype, dev, fp32_from=KERNEL16_FP32_FROM) or p
+    return (
+        _slice_plan(16, m, n, dtype, dev, fp32_from=KERNEL16_FP32_FROM, slices=KERNEL16_SLICES) or p
+    )
 
 
 _PLANNERS = {

@@ -1464,12 +1464,21 @@ SOFTMAX15(f32, float, 32, 7) SOFTMAX15(f32, float, 32, 8)
 // this rung (rung 14's .cs stores kept) counted fewer warp instructions than QuACK's at
 // 32768 x 65536 bf16 and still a longer duration: the gap is not in the issue slots, and a
 // side probe had timed .cs stores slower than plain ones on rung 15's rows.
-// It also takes one slice shape rung 14 leaves to rung 12: fp32 rows of 256 KB (65536 columns)
-// over eight 32 KB blocks, where lab 02 measured rung 12 behind QuACK.
+// It also takes fp32 rows of 256 KB (65536 columns), which rung 14 leaves to rung 12, and cuts
+// lab 02's 65536-column rows into other slices than rung 14 (KERNEL16_SLICES, where QuACK led):
+// fp32 over two 128 KB blocks of 1024 threads x 8 vectors, bf16 over eight 16 KB blocks of
+// 256 x 4, the fastest of the slices labs/probe_softmax_slices.py timed on the H200.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 SOFTMAX_SLICES_16BIT(16, true, f16, mk_half)
-SOFTMAX_SLICES_16BIT(16, true, bf16, mk_bf16)
-SOFTMAX_SLICE_RUNG(16, true, f32, float, 256, 8, 8, 4)
+// bf16: rung 14's shapes, but a row of exactly 128 KB of vectors runs 256 x 4 over 8, so 256 x 8
+// over 4 keeps only its checked kernel, for the rows between 64 and 128 KB.
+SOFTMAX_SLICE_RUNG(16, true, bf16, mk_bf16, 256, 4, 2, 4)
+SOFTMAX_SLICE_RUNG(16, true, bf16, mk_bf16, 256, 8, 2, 3)
+SOFTMAX14_ONE(softmax_kernel16_t256_k8_c4_bf16, mk_bf16, 256, 8, 4, 3, false, true)
+SOFTMAX_SLICE_RUNG(16, true, bf16, mk_bf16, 256, 8, 8, 3)
+SOFTMAX_SLICE_RUNG(16, true, bf16, mk_bf16, 256, 8, 16, 3)
+SOFTMAX_SLICE_RUNG(16, true, bf16, mk_bf16, 256, 4, 8, 4)
+SOFTMAX_SLICE_RUNG(16, true, f32, float, 1024, 8, 2, 1)
 SOFTMAX_SLICE_RUNG(16, true, f32, float, 256, 8, 16, 4)
 SOFTMAX_SLICE_RUNG(16, true, f32, float, 512, 8, 16, 2)
 #endif
