@@ -267,3 +267,37 @@ def test_launch_from_points_the_module_at_the_copy_and_clears_its_cache() -> Non
     with pytest.raises(ZeroDivisionError):
         failing()
     assert Path("/real/op.cu") == module.CU_FILE
+
+
+def test_probe_rmsnorm_forward_slices_compiles_every_candidate_without_spills(
+    tmp_path: Path,
+) -> None:
+    """labs/probe_rmsnorm_forward_slices.py instantiates rung 5 for every block that makes each
+    of its rows with four vectors a thread: the shipped block of each row is among them, every
+    candidate's kernel is in the compiled copy and compiles for sm_90 without spilling (a
+    spilled candidate would time the spills, not the slice); the probe stops if the entry list
+    it replaces is gone."""
+    import torch
+
+    import minikernel.kernels.rmsnorm as rn
+    from minikernel.cuda import compile_file
+
+    probe = _load_probe("probe_rmsnorm_forward_slices")
+    src = rn.CU_FILE.read_text()
+    path = tmp_path / "rmsnorm_slices.cu"
+    path.write_text(probe.with_candidates(src))
+    usage = compile_file(path, "sm_90").usage
+    for m, n, dtype_name in probe.SHAPES:
+        dtype = getattr(torch, dtype_name)
+        cands = probe.candidates(n, dtype_name)
+        assert len(cands) >= 2, (n, dtype_name)  # something to race the shipped block against
+        shipped = rn.plan5(m, n, dtype, (9, 0), True) or rn.plan4(m, n, dtype, (9, 0))
+        assert (shipped.threads, shipped.cluster) in cands
+        for t, c in cands:
+            assert t * rn.KERNEL4_VECS * c * (16 // dtype.itemsize) == n
+            use = usage[probe.kernel_name(t, c, dtype_name)]
+            assert use.spill_stores == use.spill_loads == 0, (t, c, dtype_name, use)
+    with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
+        probe.with_candidates(
+            src.replace("RMSNORM5_ENTRY(SUFFIX, T, W", "RMSNORM5_ONE(SUFFIX, T, W")
+        )
