@@ -69,9 +69,11 @@ def check_device(op: str, impl: str, t: torch.Tensor) -> None:
     """CUDA C variants need CUDA tensors; Triton ones too unless the interpreter is on."""
     import os
 
+    if impl.startswith("cuda:"):  # the launch path of every call: no environment lookup here
+        if not t.is_cuda:
+            raise ValueError(f"{op}: impl {impl!r} runs on a CUDA GPU; got a tensor on {t.device}")
+        return
     interpret = os.environ.get("TRITON_INTERPRET") == "1"
-    if impl.startswith("cuda:") and not t.is_cuda:
-        raise ValueError(f"{op}: impl {impl!r} runs on a CUDA GPU; got a tensor on {t.device}")
     if impl.startswith("triton:") and not t.is_cuda and not interpret:
         raise ValueError(
             f"{op}: impl {impl!r} needs a CUDA tensor (got {t.device}); on a CPU machine set "

@@ -22,7 +22,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,19 +114,23 @@ def _check_nvrtc(nvrtc: Any, result: Any, what: str) -> None:
         raise CudaCompileError(f"{what}: {msg.decode() if isinstance(msg, bytes) else msg}")
 
 
-def _check_driver(driver: Any, result: Any, what: str) -> None:
+def _check_driver(driver: Any, result: Any, what: str | Callable[[], str]) -> None:
+    """Raise CudaLaunchError naming ``what`` (a string, or a callable that makes one: a launch
+    formats its grid and block only when it fails) if ``result`` is not CUDA_SUCCESS."""
     if int(result) != 0:
         _, name = driver.cuGetErrorName(result)
         _, text = driver.cuGetErrorString(result)
         name = name.decode() if isinstance(name, bytes) else name
         text = text.decode() if isinstance(text, bytes) else text
-        raise CudaLaunchError(f"{what} failed: {name} ({text})")
+        raise CudaLaunchError(f"{what() if callable(what) else what} failed: {name} ({text})")
 
 
 _INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
 
 
-def _call_in_context(driver: Any, what: str, fn: Any, *args: Any) -> tuple[Any, ...]:
+def _call_in_context(
+    driver: Any, what: str | Callable[[], str], fn: Any, *args: Any
+) -> tuple[Any, ...]:
     """``fn(*args)``, a driver call that needs a current context, checked; its results after
     the status. A thread PyTorch made (autograd runs backward on one per device) may never
     have made the primary context current: the runtime binds it lazily, and PyTorch skips
@@ -436,7 +440,7 @@ class Kernel:
         driver = self.module.driver
         grid3 = _dim3(grid, "grid")
         block3 = _dim3(block, "block")
-        holders = []
+        holders: list[Any] = []
         for i, a in enumerate(args):
             if isinstance(a, torch.Tensor):
                 if not a.is_cuda:
@@ -455,12 +459,15 @@ class Kernel:
         self._allow_smem(shared_mem)
         pointers = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
         if stream is None:
-            stream = torch.cuda.current_stream().cuda_stream
-        what = f"launching {self.name} with grid={grid3} block={block3} smem={shared_mem}"
+            stream = current_raw_stream()
+
+        def what() -> str:  # formatted only if the launch fails: this runs on every call
+            return f"launching {self.name} with grid={grid3} block={block3} smem={shared_mem}"
+
         if cooperative:
             _call_in_context(
                 driver,
-                what + " (cooperative)",
+                lambda: what() + " (cooperative)",
                 driver.cuLaunchCooperativeKernel,
                 self._function,
                 *grid3,
@@ -484,7 +491,24 @@ class Kernel:
         )
 
 
+def current_raw_stream() -> int:
+    """The current CUDA stream of the current device, as the driver's handle (an int).
+    ``torch.cuda.current_stream().cuda_stream`` gives the same number, but through a
+    torch.cuda.Stream object built on each call: several microseconds a launch, which a short
+    kernel pays in full when the host sets the pace. PyTorch's own raw accessor (the one Triton's
+    launcher uses) is a single C call; the public route stays as the fallback."""
+    import torch
+
+    get_device = getattr(torch._C, "_cuda_getDevice", None)
+    get_raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if get_device is None or get_raw is None:
+        return int(torch.cuda.current_stream().cuda_stream)
+    return int(get_raw(get_device()))
+
+
 def _dim3(d: int | tuple[int, ...], what: str) -> tuple[int, int, int]:
+    if type(d) is int and d >= 1:  # the usual launch: one int, checked in one step
+        return (d, 1, 1)
     t = (d,) if isinstance(d, int) else tuple(d)
     if not 1 <= len(t) <= 3 or any(int(x) < 1 for x in t):
         raise ValueError(f"{what} must be 1 to 3 positive integers, got {d!r}")

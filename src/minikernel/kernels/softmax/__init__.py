@@ -55,9 +55,12 @@ def bytes_moved(m: int, n: int, dtype: torch.dtype) -> int:
 
 
 def _cuda(rung: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    def run(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        from .cuda_kernels import launch
+    launch = None  # cuda_kernels, imported on the first call (it needs nothing until then)
 
+    def run(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        nonlocal launch
+        if launch is None:
+            from .cuda_kernels import launch
         return launch(rung, x, y)
 
     return run
@@ -214,7 +217,7 @@ def softmax(
     """
     op = OP
     check_tensor(op, "x", x, dtypes=FLOAT_DTYPES)
-    if x.device.type not in ("cpu", "cuda"):
+    if not (x.is_cuda or x.is_cpu):
         raise ValueError(f"{op}: x is on {x.device}; softmax runs on cpu or cuda tensors")
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
@@ -246,6 +249,10 @@ def softmax(
     if x.numel() == 0:  # rows of n > 0 elements, but no rows
         return torch.empty_like(x) if out is None else out
     last = x.dim() == 0 or dim == x.dim() - 1
+    if last and x.dim() == 2 and x.is_contiguous():  # rows already: no views to build
+        y = torch.empty_like(x, memory_format=torch.contiguous_format) if out is None else out
+        run(x, y)
+        return y
     if last and x.is_contiguous():
         x2 = x.reshape(-1, n)
         y = torch.empty_like(x, memory_format=torch.contiguous_format) if out is None else out
