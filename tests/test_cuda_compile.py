@@ -230,6 +230,69 @@ def test_a_driver_call_without_a_context_is_retried_once_in_one(
     assert made_current == [0, 0]  # other errors are not retried
 
 
+def test_a_launch_formats_its_description_only_when_it_fails() -> None:
+    """The launch path passes its description as a callable, built only when the driver refuses:
+    formatting it on every call cost a short kernel's host time for nothing."""
+    import types
+
+    import minikernel.cuda.loader as loader
+    from minikernel.cuda import CudaLaunchError
+
+    driver = types.SimpleNamespace(
+        cuGetErrorName=lambda e: (0, b"CUDA_ERROR_X"), cuGetErrorString=lambda e: (0, b"what")
+    )
+    built: list[int] = []
+
+    def what() -> str:
+        built.append(1)
+        return "launching k"
+
+    assert loader._call_in_context(driver, what, lambda: (0, 7)) == (7,)
+    assert built == []
+    with pytest.raises(CudaLaunchError, match="launching k failed: CUDA_ERROR_X"):
+        loader._call_in_context(driver, what, lambda: (700,))
+    assert built == [1]
+
+
+def test_current_raw_stream_uses_torchs_raw_accessor_or_the_public_route(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """current_raw_stream() reads the current device's stream handle through PyTorch's raw
+    accessor (one C call) where torch has it, else through torch.cuda.current_stream(); it
+    looks the accessors up once."""
+    import types
+
+    import minikernel.cuda.loader as loader
+
+    asked: list[int] = []
+    devices = iter([3, 9])
+    fake_c = types.SimpleNamespace(
+        _cuda_getDevice=lambda: next(devices),
+        _cuda_getCurrentRawStream=lambda d: asked.append(d) or 0xBEEF,
+    )
+    monkeypatch.setitem(__import__("sys").modules, "torch", types.SimpleNamespace(_C=fake_c))
+    monkeypatch.setattr(loader, "_raw_stream", None)
+    assert loader.current_raw_stream() == 0xBEEF and asked == [3]
+    fake_c._cuda_getCurrentRawStream = None  # looked up once: the first accessors stay in use
+    assert loader.current_raw_stream() == 0xBEEF and asked == [3, 9]  # the device, per call
+    public = types.SimpleNamespace(current_stream=lambda: types.SimpleNamespace(cuda_stream=42))
+    monkeypatch.setitem(
+        __import__("sys").modules, "torch", types.SimpleNamespace(_C=object(), cuda=public)
+    )
+    monkeypatch.setattr(loader, "_raw_stream", None)
+    assert loader.current_raw_stream() == 42
+
+
+def test_dim3_takes_one_int_or_up_to_three_and_refuses_the_rest() -> None:
+    from minikernel.cuda.loader import _dim3
+
+    assert _dim3(5, "grid") == (5, 1, 1)
+    assert _dim3((2, 3), "grid") == (2, 3, 1)
+    for bad in (0, -1, (1, 0), (), (1, 2, 3, 4)):
+        with pytest.raises(ValueError, match="grid must be 1 to 3 positive integers"):
+            _dim3(bad, "grid")
+
+
 def test_kernel_opts_in_to_large_shared_memory_and_clusters_of_16_once() -> None:
     """What a launch opts in to, on a stand-in driver: more dynamic shared memory than 48 KB
     less the kernel's static shared memory (once per new maximum) and the non-portable cluster

@@ -497,13 +497,20 @@ def current_raw_stream() -> int:
     torch.cuda.Stream object built on each call: several microseconds a launch, which a short
     kernel pays in full when the host sets the pace. PyTorch's own raw accessor (the one Triton's
     launcher uses) is a single C call; the public route stays as the fallback."""
-    import torch
+    global _raw_stream
+    if _raw_stream is None:  # look the accessors up once: torch._C attributes are slow to fetch
+        import torch
 
-    get_device = getattr(torch._C, "_cuda_getDevice", None)
-    get_raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if get_device is None or get_raw is None:
-        return int(torch.cuda.current_stream().cuda_stream)
-    return int(get_raw(get_device()))
+        get_device = getattr(torch._C, "_cuda_getDevice", None)
+        get_raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if get_device is None or get_raw is None:
+            _raw_stream = lambda: int(torch.cuda.current_stream().cuda_stream)
+        else:
+            _raw_stream = lambda: int(get_raw(get_device()))
+    return _raw_stream()
+
+
+_raw_stream: Callable[[], int] | None = None
 
 
 def _dim3(d: int | tuple[int, ...], what: str) -> tuple[int, int, int]:
