@@ -125,15 +125,13 @@ def events_with_lead(
     return [s.elapsed_time(e) for s, e in timed]
 
 
-def host_issue_us(fn: Callable[[], Any], gpu_us: float) -> float:
-    """Wall-clock microseconds the host takes to issue one call of ``fn``: calls issued back to
-    back, without synchronising, about HOST_PROBE_US of GPU work in all (3 to 50 calls). Where
-    the GPU is the slower of the two, the host only queues work and this is its own cost."""
+def issue_us(fn: Callable[[], Any], calls: int) -> float:
+    """Wall-clock microseconds per call of ``calls`` calls of ``fn`` issued back to back: the GPU
+    is synchronised before and after them, not between."""
     import time
 
     import torch
 
-    calls = int(max(3, min(50, HOST_PROBE_US // max(gpu_us, 1.0))))
     torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(calls):
@@ -141,6 +139,13 @@ def host_issue_us(fn: Callable[[], Any], gpu_us: float) -> float:
     elapsed = time.perf_counter() - start
     torch.cuda.synchronize()
     return elapsed / calls * 1e6
+
+
+def host_issue_us(fn: Callable[[], Any], gpu_us: float) -> float:
+    """Wall-clock microseconds the host takes to issue one call of ``fn``: calls issued back to
+    back, without synchronising, about HOST_PROBE_US of GPU work in all (3 to 50 calls). Where
+    the GPU is the slower of the two, the host only queues work and this is its own cost."""
+    return issue_us(fn, int(max(3, min(50, HOST_PROBE_US // max(gpu_us, 1.0)))))
 
 
 # --8<-- [start:time_gpu]
