@@ -301,3 +301,35 @@ def test_probe_rmsnorm_forward_slices_compiles_every_candidate_without_spills(
         probe.with_candidates(
             src.replace("RMSNORM5_ENTRY(SUFFIX, T, W", "RMSNORM5_ONE(SUFFIX, T, W")
         )
+
+
+def test_probe_rmsnorm_forward_long_compiles_every_candidate_without_spills(
+    tmp_path: Path,
+) -> None:
+    """labs/probe_rmsnorm_forward_long.py gives rung 5 the vectors a thread holds as a template
+    parameter (the shipped kernels keep KERNEL5_VECS) and a kernel per candidate: each makes its
+    row exactly and compiles for sm_90 without spilling within its register budget, and the
+    shipped kernels compile as before; the probe stops if a line it edits is gone."""
+    import torch
+
+    import minikernel.kernels.rmsnorm as rn
+    from minikernel.cuda import compile_file
+
+    probe = _load_probe("probe_rmsnorm_forward_long")
+    src = rn.CU_FILE.read_text()
+    path = tmp_path / "rmsnorm_long.cu"
+    path.write_text(probe.with_candidates(src))
+    usage = compile_file(path, "sm_90").usage
+    assert (
+        usage["rmsnorm_kernel5_t512_c8_f32"]
+        == compile_file(rn.CU_FILE, "sm_90").usage["rmsnorm_kernel5_t512_c8_f32"]
+    )
+    for (_, n, dtype_name), launches in probe.CANDIDATES.items():
+        vn = 16 // getattr(torch, dtype_name).itemsize
+        for t, k, c, minb in launches:
+            assert probe.per_block(n, dtype_name, t, k, c) * c * vn == n
+            use = usage[probe.kernel_name(dtype_name, t, k, c)]
+            assert use.spill_stores == use.spill_loads == 0, (t, k, c, dtype_name, use)
+            assert use.registers * t * minb <= 65536, (t, k, c, use)  # its blocks fit
+    with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
+        probe.with_candidates(src.replace(probe.K_LINE, ""))
