@@ -33,7 +33,15 @@ from pathlib import Path
 import torch
 
 import minikernel.kernels.rmsnorm as rn
-from minikernel.bench.probe import add_peer, gpu_ceiling, probe_parser, race, report, write_variants
+from minikernel.bench.probe import (
+    add_peer,
+    admit,
+    gpu_ceiling,
+    probe_parser,
+    race,
+    report,
+    write_variants,
+)
 
 CANDIDATES = {  # (rows, row length, dtype) -> (threads, vectors a thread, cluster, blocks per SM)
     (16384, 131072, "float32"): [  # 32768 vectors a row
@@ -139,18 +147,10 @@ def probe(m: int, n: int, dtype_name: str, path: Path, rounds: int, gbps: float)
     tol = (1e-5 if dtype == torch.float32 else 2**-7) * scale  # the sum's order may differ
     cands = {"cuda:4 (shipped)": shipped(4), "cuda:5 (shipped)": shipped(5)}
     for t, k, c, _ in CANDIDATES[(m, n, dtype_name)]:
-        label = f"t{t} k{k} c{c}"
-        run = candidate(t, k, c)
-        try:
-            got = run(torch.empty_like(x))
-        except Exception as exc:  # a probe: say why a launch failed and go on
-            print(f"  {label}: {type(exc).__name__}: {exc}")
-            continue
-        err = float((got.float() - ref.float()).abs().max())
         use = get_kernel(path, kernel_name(dtype_name, t, k, c)).usage
-        print(f"  {label}: {use}, max diff {err:.3g} {'ok' if err <= tol else 'WRONG'}")
-        if err <= tol:
-            cands[label] = run
+        run = candidate(t, k, c)
+        nan = lambda run=run: run(torch.full_like(x, float("nan")))
+        admit(cands, f"t{t} k{k} c{c}", run, ref, tol, str(use), check=nan)
     add_peer(cands, "quack", lambda: rn.make_runner("quack", [m, n], dtype, "fwd", seed=1))
     ideal = rn.fwd_bytes(m, n, dtype, dtype) / (gbps * 1e3)
     report(f"{m} x {n} {dtype_name}", ideal, race(cands, rounds), width=20)

@@ -33,7 +33,15 @@ from pathlib import Path
 import torch
 
 import minikernel.kernels.rmsnorm as rn
-from minikernel.bench.probe import add_peer, gpu_ceiling, probe_parser, race, report, write_variants
+from minikernel.bench.probe import (
+    add_peer,
+    admit,
+    gpu_ceiling,
+    probe_parser,
+    race,
+    report,
+    write_variants,
+)
 
 SHAPES = [  # (rows, row length, dtype): the lab's rows where rung 4 or 5 is ours at its fastest
     (32768, 32768, "bfloat16"),
@@ -121,17 +129,9 @@ def probe(m: int, n: int, dtype_name: str, path: Path, rounds: int, gbps: float)
     for t, c in candidates(n, dtype_name):
         if p5 is not None and (t, c) == (p5.threads, p5.cluster):
             continue  # timed above
-        label = f"rung 5 t{t} c{c}"
         run = slice_(t, c)
-        try:
-            got = run(torch.empty_like(x))
-        except Exception as exc:  # a probe: say why a launch failed and go on
-            print(f"  {label}: {type(exc).__name__}: {exc}")
-            continue
-        err = float((got.float() - ref.float()).abs().max())
-        print(f"  {label}: max diff {err:.3g} {'ok' if err <= tol else 'WRONG'}")
-        if err <= tol:
-            cands[label] = run
+        nan = lambda run=run: run(torch.full_like(x, float("nan")))
+        admit(cands, f"rung 5 t{t} c{c}", run, ref, tol, check=nan)
     add_peer(cands, "quack", lambda: rn.make_runner("quack", [m, n], dtype, "fwd", seed=1))
     ideal = rn.fwd_bytes(m, n, dtype, dtype) / (gbps * 1e3)
     report(f"{m} x {n} {dtype_name}", ideal, race(cands, rounds), width=20)

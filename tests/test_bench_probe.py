@@ -52,6 +52,29 @@ def test_add_peer_calls_once_and_skips_a_refusal(capsys: pytest.CaptureFixture[s
     assert "liger: ValueError: rows over 65536" in capsys.readouterr().out
 
 
+def test_admit_adds_only_a_candidate_whose_output_passes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """admit runs a candidate once and adds it only if its output is within the tolerance of
+    the reference: not a wrong one, not one with NaN where it wrote nothing (the check call's
+    output), not one whose launch fails."""
+    import torch
+
+    from minikernel.bench.probe import admit
+
+    ref = torch.ones(4)
+    cands: dict = {}
+    admit(cands, "close", lambda: ref + 1e-4, ref, 1e-3, "32 registers")
+    admit(cands, "off", lambda: ref + 1.0, ref, 1e-3)
+    admit(cands, "gap", lambda: ref, ref, 1e-3, check=lambda: torch.tensor([1.0, float("nan")] * 2))
+    admit(cands, "fails", lambda: 1 / 0, ref, 1e-3)
+    assert list(cands) == ["close"]
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("  close: 32 registers, max diff") and out[0].endswith(" ok")
+    assert out[1].endswith("WRONG") and out[2].endswith("WRONG")
+    assert out[3] == "  fails: ZeroDivisionError: division by zero"
+
+
 def test_report_sorts_fastest_first_with_the_fraction(capsys: pytest.CaptureFixture[str]) -> None:
     report("32768 x 1024 bfloat16", 50.0, {"slow": 100.0, "fast": 62.5})
     lines = capsys.readouterr().out.splitlines()

@@ -131,6 +131,33 @@ def add_peer(cands: dict[str, Callable[[], Any]], name: str, make: Callable[[], 
     cands[name] = fn
 
 
+def admit(
+    cands: dict[str, Callable[[], Any]],
+    label: str,
+    run: Callable[[], Any],
+    ref: Any,
+    tol: float,
+    note: str = "",
+    check: Callable[[], Any] | None = None,
+) -> None:
+    """Add candidate ``run`` to ``cands`` as ``label`` if one call's output is within ``tol`` of
+    ``ref`` everywhere (the largest absolute difference; NaN fails); print the difference and ok
+    or WRONG after ``note`` (its registers, say), or why the launch failed: a probe goes on with
+    the candidates that work and never times a wrong one. ``check`` is the call to check when
+    it is not ``run`` itself: the same launch into an output filled with NaN, so that elements
+    a wrong kernel leaves unwritten cannot pass on what an earlier candidate wrote there."""
+    try:
+        got = (check or run)()
+    except Exception as exc:  # a probe: say why a launch failed and go on
+        print(f"  {label}: {type(exc).__name__}: {exc}")
+        return
+    err = float((got.float() - ref.float()).abs().max())
+    ok = err <= tol  # False for NaN
+    print(f"  {label}: {note}{', ' if note else ''}max diff {err:.3g} {'ok' if ok else 'WRONG'}")
+    if ok:
+        cands[label] = run
+
+
 def report(title: str, ideal_us: float, best: dict[str, float], width: int = 28) -> None:
     """Print the candidates fastest first, each with its time and the fraction of the ceiling
     (``ideal_us``: the byte model's time at the copy ceiling)."""
