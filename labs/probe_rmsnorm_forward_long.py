@@ -20,8 +20,10 @@ instructions per byte (the loop overhead, the reductions and the cluster exchang
 per thread, so a thread with 16 or 32 vectors pays them over four to eight times the bytes) and
 the loads in flight per SM (threads x vectors x 16 bytes: 256 x 32 x 16 = 128 KB at one block
 per SM, as much as 2048 threads x 4 vectors). If the instruction count is what holds rung 5's
-DRAM back at these rows, QuACK's shape should reach QuACK's time. Not run yet. It prints, it
-writes nothing: the course's numbers come from ``nox -s labs``.
+DRAM back at these rows, QuACK's shape should reach QuACK's time. On the H200 it did not: every
+candidate was slower than the shipped rungs at every row, the more vectors a thread held the
+slower (the fused-rmsnorm page, rung 5, says more). It prints, it writes nothing: the course's
+numbers come from ``nox -s labs``.
 """
 
 from __future__ import annotations

@@ -27,7 +27,9 @@ bytes); the report prints that model's time at the ceiling measured at the start
 above it is its first and last waves and the launch of 4096 blocks; a persistent grid launches
 132 x k blocks once, and prefetch keeps loads in flight through each group's arithmetic, so if
 the waves are the gap, prefetch should reach QuACK's time or pass it; if they are not, all
-three tie. It prints, it writes nothing: the course's numbers come from ``nox -s labs``.
+three tie. On the H200 neither happened: every form, at every grid, was slower than the shipped
+rung 15 at both shapes (lab 02's page, rung 15, says more). It prints, it writes nothing: the
+course's numbers come from ``nox -s labs``.
 """
 
 from __future__ import annotations
