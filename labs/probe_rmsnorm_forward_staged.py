@@ -83,7 +83,14 @@ STAGED = r"""
 // probe: QuACK's order of steps. Each thread owns vectors tid + k * THREADS (k < K) of its
 // block's slice, copies them into shared memory with cp.async, loads their weights into
 // registers while the copies fly, waits, and reads only its own vectors back: no barrier.
-template <typename T, typename W, int THREADS, int CLUSTER, int K>
+// PLAIN: plain 16-byte stores of y instead of store_vec's streaming (.cs) ones; CA: cp.async.ca
+// (the copy allocates in L1, as CUTLASS's default cp.async does) instead of cp_async16's .cg.
+__device__ __forceinline__ void cp_async16_ca(void* smem, const void* gmem) {
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+
+template <typename T, typename W, int THREADS, int CLUSTER, int K, bool PLAIN, bool CA>
 __device__ __forceinline__ void rmsnorm_staged(const T* x, const W* w, T* y, float* rstd_out,
                                                long long n, float eps) {
     constexpr int V = Vec<T>::N;
@@ -102,7 +109,8 @@ __device__ __forceinline__ void rmsnorm_staged(const T* x, const W* w, T* y, flo
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const int i = tid + k * THREADS;
-        cp_async16(slice + i, xr + static_cast<long long>(i) * V);
+        if (CA) cp_async16_ca(slice + i, xr + static_cast<long long>(i) * V);
+        else cp_async16(slice + i, xr + static_cast<long long>(i) * V);
     }
     Vec<W> wv[K][WPV];
 #pragma unroll
@@ -141,15 +149,30 @@ __device__ __forceinline__ void rmsnorm_staged(const T* x, const W* w, T* y, flo
             const float wf = lean_at(wv[k][e / Vec<W>::N], e % Vec<W>::N);
             out.v[e] = from_float<T>(lean_at(v, e) * rstd * wf);
         }
-        store_vec(yr + static_cast<long long>(i) * V, out);
+        if (PLAIN) *reinterpret_cast<Vec<T>*>(yr + static_cast<long long>(i) * V) = out;
+        else store_vec(yr + static_cast<long long>(i) * V, out);
     }
     if (rstd_out && rank == 0 && threadIdx.x == 0) rstd_out[row] = rstd;
 }
 """
 
 
-def kernel_name(dtype_name: str, t: int, k: int, c: int) -> str:
-    return f"rmsnorm_staged_t{t}_k{k}_c{c}_{CU_TYPE[dtype_name][0]}_probe"
+VARIANTS = {  # name -> (plain stores, cp.async.ca): every candidate in the first; QuACK's own
+    "": (False, False),  # shape (the first candidate of a row) in all four
+    " plain": (True, False),
+    " ca": (False, True),
+    " plain ca": (True, True),
+}
+
+
+def kernel_name(dtype_name: str, t: int, k: int, c: int, variant: str = "") -> str:
+    tag = variant.strip().replace(" ", "_")
+    return f"rmsnorm_staged{tag}_t{t}_k{k}_c{c}_{CU_TYPE[dtype_name][0]}_probe"
+
+
+def variants(launches: list[tuple[int, int, int, int]]) -> list[tuple[tuple[int, ...], str]]:
+    """(candidate, variant) pairs of a row: every candidate as it is, QuACK's in every variant."""
+    return [(launches[0], v) for v in VARIANTS if v] + [(c, "") for c in launches]
 
 
 def with_candidates(src: str) -> str:
@@ -160,12 +183,13 @@ def with_candidates(src: str) -> str:
     extra = [STAGED]
     for (_, _, dtype_name), launches in CANDIDATES.items():
         ctype = CU_TYPE[dtype_name][1]
-        for t, k, c, minb in launches:
+        for (t, k, c, minb), v in variants(launches):
+            plain, ca = (str(b).lower() for b in VARIANTS[v])
             extra.append(
                 f'extern "C" __global__ void __cluster_dims__({c}, 1, 1) '
-                f"__launch_bounds__({t}, {minb}) {kernel_name(dtype_name, t, k, c)}("
+                f"__launch_bounds__({t}, {minb}) {kernel_name(dtype_name, t, k, c, v)}("
                 f"const {ctype}* x, const {ctype}* w, {ctype}* y, float* rstd, long long n, "
-                f"float eps) {{ rmsnorm_staged<{ctype}, {ctype}, {t}, {c}, {k}>"
+                f"float eps) {{ rmsnorm_staged<{ctype}, {ctype}, {t}, {c}, {k}, {plain}, {ca}>"
                 "(x, w, y, rstd, n, eps); }\n"
             )
     return src.replace(ANCHOR, ANCHOR + "".join(extra))
@@ -191,9 +215,9 @@ def probe(m: int, n: int, dtype_name: str, path: Path, rounds: int, gbps: float)
         launch = rn._launch_cuda5 if rung == 5 else rn._launch_cuda4
         return lambda out=y: launch(x, w, out, eps, rstd)
 
-    def candidate(t: int, k: int, c: int):  # type: ignore[no-untyped-def]
+    def candidate(t: int, k: int, c: int, v: str):  # type: ignore[no-untyped-def]
         check_shape(n, dtype_name, t, k, c)
-        kernel = get_kernel(path, kernel_name(dtype_name, t, k, c))
+        kernel = get_kernel(path, kernel_name(dtype_name, t, k, c, v))
         kernel.allow_cluster_size(c)
         extra = (ctypes.c_int64(n), ctypes.c_float(eps))
 
@@ -207,14 +231,14 @@ def probe(m: int, n: int, dtype_name: str, path: Path, rounds: int, gbps: float)
     scale = float(ref.float().abs().max())
     tol = (1e-5 if dtype == torch.float32 else 2**-7) * scale  # the sum's order differs
     cands = {"cuda:4 (shipped)": shipped(4), "cuda:5 (shipped)": shipped(5)}
-    for t, k, c, _ in CANDIDATES[(m, n, dtype_name)]:
-        use = get_kernel(path, kernel_name(dtype_name, t, k, c)).usage
-        run = candidate(t, k, c)
+    for (t, k, c, _), v in variants(CANDIDATES[(m, n, dtype_name)]):
+        use = get_kernel(path, kernel_name(dtype_name, t, k, c, v)).usage
+        run = candidate(t, k, c, v)
         nan = lambda run=run: run(torch.full_like(x, float("nan")))
-        admit(cands, f"staged t{t} k{k} c{c}", run, ref, tol, str(use), check=nan)
+        admit(cands, f"staged t{t} k{k} c{c}{v}", run, ref, tol, str(use), check=nan)
     add_peer(cands, "quack", lambda: rn.make_runner("quack", [m, n], dtype, "fwd", seed=1))
     ideal = rn.fwd_bytes(m, n, dtype, dtype) / (gbps * 1e3)
-    report(f"{m} x {n} {dtype_name}", ideal, race(cands, rounds), width=22)
+    report(f"{m} x {n} {dtype_name}", ideal, race(cands, rounds), width=30)
 
 
 def main() -> None:
