@@ -79,9 +79,10 @@ TOL = {torch.float32: (1e-5, 1e-5), torch.float16: (1e-3, 1e-3), torch.bfloat16:
 
 # %%
 # On a GPU, fewer shapes: each new shape compiles new kernels, and tests/ covers the rest.
-# 32768 columns: slices that are whole in both dtypes, where rung 5 runs its own kernel.
+# 32768 columns: slices that are whole in both dtypes, where rung 5 runs its own kernel;
+# 131072: a 512 KB fp32 row, where rung 6 runs its own.
 CHECK_SHAPES = (
-    [(5, 127), (4, 4097), (2, 20000), (2, 32768)]
+    [(5, 127), (4, 4097), (2, 20000), (2, 32768), (2, 131072)]
     if GPU
     else [(3, 1), (5, 127), (37, 64), (4, 4097), (2, 20000)]
 )
@@ -156,21 +157,22 @@ for dtype in (torch.bfloat16, torch.float32):
 #
 # M = 32768 rows in bf16 and M = 16384 in fp32, N from 1024 to 131072. Forward: our tuned rungs
 # (Triton `triton:2`, CUDA C `cuda:2` and `cuda:3`) and the peers at every shape, `cuda:4` and
-# `cuda:5` from 16384 columns (on rows of up to 32 KB they run `cuda:3`'s kernels); the first
-# rungs (`triton:1`, `cuda:1`) at three row lengths, to show what the tuning buys. Backward: dx
-# and dweight from a graph built once; `triton:2` (Triton's backward) at every length, and
-# `cuda:3` where its backward differs: a CUDA kernel with one warp per row for rows of up to 2048
-# 16-bit or 1024 fp32 elements, a fixed-length CUDA kernel for rows of exactly 4096 to 131072
-# fp32 elements or 32768 to 131072 16-bit ones (the powers of two; over a cluster past 16384),
-# and the persistent CUDA cluster kernel for the other rows longer than 16384 (Triton's at the
-# other lengths between). QuACK's backward is what its autograd function runs: its kernel,
-# then PyTorch's sum of the per-SM dweight rows it writes. `torch.compile` is built anew for
-# each shape it times (specialised to it, a fair baseline); that costs seconds per shape, so it
-# is timed at a few row lengths only. Liger's RMSNorm refuses rows of 65536 elements or more;
-# a peer that is not installed or refuses a case is reported and skipped. Each record keeps the
-# largest error of its first rows against the fp64 reference. At 65536 and 131072 columns the
-# forward of our fastest rungs and of the fastest peers also runs in a two-second loop, for
-# the energy of one call at the board's power limit (`energy_mJ`; see E3 on why it matters).
+# `cuda:5` from 16384 columns (on rows of up to 32 KB they run `cuda:3`'s kernels), `cuda:6` at
+# 131072 fp32 values, the one row of the sweep past 256 KB (elsewhere it runs `cuda:5`); the first
+# rungs (`triton:1`, `cuda:1`) at three row lengths, to show what the tuning buys. Backward: dx and
+# dweight from a graph built once; `triton:2` (Triton's backward) at every length, and `cuda:3`
+# where its backward differs: a CUDA kernel with one warp per row for rows of up to 2048 16-bit or
+# 1024 fp32 elements, a fixed-length CUDA kernel for rows of exactly 4096 to 131072 fp32 elements or
+# 32768 to 131072 16-bit ones (the powers of two; over a cluster past 16384), and the persistent
+# CUDA cluster kernel for the other rows longer than 16384 (Triton's at the other lengths between).
+# QuACK's backward is what its autograd function runs: its kernel, then PyTorch's sum of the per-SM
+# dweight rows it writes. `torch.compile` is built anew for each shape it times (specialised to it,
+# a fair baseline); that costs seconds per shape, so it is timed at a few row lengths only. Liger's
+# RMSNorm refuses rows of 65536 elements or more; a peer that is not installed or refuses a case is
+# reported and skipped. Each record keeps the largest error of its first rows against the fp64
+# reference. At 65536 and 131072 columns the forward of our fastest rungs and of the fastest peers
+# also runs in a two-second loop, for the energy of one call at the board's power limit
+# (`energy_mJ`; see E3 on why it matters).
 
 # %% [markdown] lang="es"
 # ## 3. Medir
@@ -178,7 +180,8 @@ for dtype in (torch.bfloat16, torch.float32):
 # M = 32768 filas en bf16 y M = 16384 en fp32, N de 1024 a 131072. Forward: nuestros peldaños
 # afinados (Triton `triton:2`, CUDA C `cuda:2` y `cuda:3`) y los pares en cada forma, y
 # `cuda:4` y `cuda:5` desde 16384 columnas (en filas de hasta 32 KB ejecutan los kernels de
-# `cuda:3`); los
+# `cuda:3`), `cuda:6` con 131072 valores fp32, la única fila del barrido de más de 256 KB (en
+# las demás ejecuta `cuda:5`); los
 # primeros peldaños (`triton:1`, `cuda:1`) en tres longitudes de fila, para ver qué aporta el
 # ajuste.
 # Backward: dx y dweight desde un grafo construido una vez; `triton:2` (el backward de Triton)
@@ -213,6 +216,7 @@ SWEEP = [(torch.bfloat16, 32768), (torch.float32, 16384)]
 NS = [2**k for k in range(10, 18)]  # 1024 ... 131072
 FWD = [
     "triton:2",
+    "cuda:6",
     "cuda:5",
     "cuda:4",
     "cuda:3",
@@ -236,6 +240,9 @@ ONLY_AT = {
     # cuda:5 is cuda:4 where a slice is cut short or there is no weight (plan5), cuda:3 where
     # cuda:4 is: at the lab's lengths its own kernel runs from 32768 bf16 and 16384 fp32 values
     ("cuda:5", "fwd"): [16384, 32768, 65536, 131072],
+    # cuda:6 is cuda:5 on rows of up to 256 KB (plan6): 131072 fp32 values is the lab's only
+    # row past that
+    ("cuda:6", "fwd"): [131072],
     ("torch:compile", "fwd"): [4096, 16384, 131072],
     ("torch:compile", "bwd"): [4096, 131072],
 }
@@ -244,10 +251,11 @@ ONLY_AT = {
 # found these memory-bound calls drawing the board to its power limit, where the time a kernel
 # keeps is set by its energy per call. Our fastest rungs there and the fastest peers.
 ENERGY_AT = (65536, 131072)
-ENERGY_IMPLS = ("cuda:5", "cuda:4", "triton:2", "torch:compile", "quack")
+ENERGY_IMPLS = ("cuda:6", "cuda:5", "cuda:4", "triton:2", "torch:compile", "quack")
 ONLY_DTYPE = {
     ("triton:1", "fwd"): torch.bfloat16,
     ("cuda:1", "fwd"): torch.bfloat16,
+    ("cuda:6", "fwd"): torch.float32,
     ("torch:compile", "bwd"): torch.bfloat16,
 }
 CHECK_ROWS = 64  # rows checked against fp64 per record: the rows are independent

@@ -26,8 +26,15 @@ Byte model and prediction: the same bytes as every forward (x read, y written, t
 L2). If the order of QuACK's steps is what its lead comes from, its own shape here should tie
 with QuACK, and the shapes with two blocks per SM (one block's exchange and stores overlapping
 the other's loads) may pass it. If the candidates at QuACK's shape stay behind QuACK, the lead
-is in something this recipe leaves out (the compiler's code, the copy's layout). It prints, it
-writes nothing: the course's numbers come from ``nox -s labs``.
+is in something this recipe leaves out (the compiler's code, the copy's layout).
+
+On the H200 it was the copy. With rung 3's cp.async.cg every candidate, QuACK's shape included,
+was far behind QuACK and the shipped rungs; with cp.async.ca (what CUTLASS's cp.async does by
+default) QuACK's shape and its neighbours passed QuACK and rung 4 at 131072 fp32 (512 threads x 8
+vectors over a cluster of 8 the fastest) and came level with rung 5 at the other rows; plain
+stores in place of the streaming ones halved the speed. That kernel is rung 6 (rmsnorm.cu; the
+fused-rmsnorm page, section 6). It prints, it writes nothing: the course's numbers come from
+``nox -s labs``.
 """
 
 from __future__ import annotations

@@ -531,6 +531,58 @@ def test_cuda5_long_rows_on_gpu(dtype: torch.dtype, n: int) -> None:
     _check_cluster_rung("cuda:5", dtype, n, same_bits_as="cuda:4")
 
 
+# --- cuda:6: rows past 256 KB in QuACK's order of steps -------------------------------------------
+
+
+def test_cuda6_plan_and_kernels() -> None:
+    """Rung 6 takes rows past 256 KB that are whole 64 KB slices (512 KB over a cluster of 8,
+    1 MB over 16) and have a weight; shorter rows, other lengths, no weight or no clusters leave
+    the row to rung 5 (None). Every kernel it plans exists, and none is unreachable."""
+    from minikernel.kernels.rmsnorm import CU_FILE, SlicePlan, plan6
+
+    bf, f16, f32 = torch.bfloat16, torch.float16, torch.float32
+    assert plan6(16384, 131072, f32, (9, 0), True) == SlicePlan(8, 4096, 512)  # 512 KB rows
+    assert plan6(4, 262144, f32, (9, 0), True) == SlicePlan(16, 4096, 512)  # 1 MB
+    assert plan6(4, 262144, bf, (9, 0), True) == SlicePlan(8, 4096, 512)  # 512 KB in bf16
+    assert plan6(4, 524288, f16, (9, 0), True) == SlicePlan(16, 4096, 512)
+    assert plan6(32768, 131072, bf, (9, 0), True) is None  # 256 KB: rung 5's eight 32 KB slices
+    assert plan6(16384, 65536, f32, (9, 0), True) is None  # 256 KB
+    assert plan6(4, 196608, f32, (9, 0), True) is None  # 768 KB: twelve slices, no such cluster
+    assert plan6(4, 131076, f32, (9, 0), True) is None  # not whole slices
+    assert plan6(4, 524288, f32, (9, 0), True) is None  # 2 MB: past a cluster of 16
+    assert plan6(16384, 131072, f32, (9, 0), False) is None  # no weight: rung 5, then rung 4
+    assert plan6(16384, 131072, f32, (8, 0), True) is None  # no clusters
+    assert plan6(2**28, 131072, f32, (9, 0), True) is None  # a grid past 2**31 - 1 blocks
+    names = {n for n in compiled(CU_FILE, "sm_90").kernel_names if "kernel6" in n}
+    planned = set()
+    for dtype, suffix in ((f32, "f32"), (f16, "f16"), (bf, "bf16")):
+        for n in (65536, 131072, 262144, 524288, 1048576):
+            sp = plan6(4, n, dtype, (9, 0), True)
+            if sp is not None:
+                for w in ("", "_wf32"):
+                    planned.add(f"rmsnorm_kernel6_t{sp.threads}_c{sp.cluster}_{suffix}{w}")
+    assert planned == names, (sorted(planned - names), sorted(names - planned))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("dtype", "n"),
+    [
+        (torch.float32, 131072),  # eight 64 KB blocks
+        (torch.float32, 262144),  # sixteen: the non-portable cluster size
+        (torch.bfloat16, 262144),  # eight, with bf16 and fp32 weights
+        (torch.float16, 524288),  # sixteen
+        (torch.bfloat16, 131072),  # 256 KB: rung 5 runs, and it must still be right
+    ],
+    ids=lambda v: str(v).removeprefix("torch."),
+)
+def test_cuda6_long_rows_on_gpu(dtype: torch.dtype, n: int) -> None:
+    """Rung 6 against the reference, with each kind of weight (none: rung 5 runs), and its
+    rstd. Not bit for bit against rung 5: each thread sums 8 vectors instead of 4, so the sum's
+    order differs."""
+    _check_cluster_rung("cuda:6", dtype, n)
+
+
 # --- the default implementation -----------------------------------------------------------------
 
 

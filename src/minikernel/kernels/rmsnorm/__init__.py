@@ -118,7 +118,9 @@ def _launch_cuda(
     vec = 16 // x.element_size()
     tensors = [t for t in (x, w, out) if t is not None]
     if rung >= 2 and (n % vec or any(t.data_ptr() % 16 for t in tensors)):
-        rung = 1  # kernels 2-5 move 16-byte vectors: rows must be whole vectors, pointers aligned
+        rung = 1  # kernels 2-6 move 16-byte vectors: rows must be whole vectors, pointers aligned
+    if rung == 6:
+        return _launch_cuda6(x, w, out, eps, rstd)
     if rung == 5:
         return _launch_cuda5(x, w, out, eps, rstd)
     if rung == 4:
@@ -191,9 +193,9 @@ def _launch_slices(
     rstd: torch.Tensor | None,
     smem: int,
 ) -> torch.Tensor:
-    """Kernels 3 and 4: one cluster of ``sp.cluster`` blocks per row, ``sp.per_block`` vectors
+    """Kernels 3 to 6: one cluster of ``sp.cluster`` blocks per row, ``sp.per_block`` vectors
     of it per block; ``smem`` bytes of dynamic shared memory (kernel 3 stages its slice there,
-    kernel 4 keeps it in registers)."""
+    kernels 4 and 5 keep it in registers, kernel 6 copies it there with cp.async.ca)."""
     from minikernel.cuda import get_kernel
 
     m, n = x.shape
@@ -297,6 +299,45 @@ def _launch_cuda5(
     return _launch_slices(5, sp, x, w, out, eps, rstd, 0)
 
 
+KERNEL6_THREADS = 512  # rmsnorm.cu's KERNEL6_THREADS
+KERNEL6_SLICE = KERNEL6_THREADS * 8  # vectors a block holds (8 a thread, KERNEL6_VECS): 64 KB
+KERNEL6_CLUSTERS = (8, 16)  # the clusters rmsnorm.cu stamps kernel 6 for
+KERNEL6_FROM = 8 * KERNEL4_SLICE  # rows of more vectors than eight 32 KB slices (256 KB)
+
+
+def plan6(
+    m: int, n: int, dtype: torch.dtype, cc: tuple[int, int], weighted: bool
+) -> SlicePlan | None:
+    """Rung 6's blocks: rows past 256 KB (where rungs 4 and 5 go to blocks of 1024 threads) in
+    64 KB slices of 512 threads, 8 vectors each, over a cluster of 8 (512 KB rows) or 16 (1 MB),
+    where there is a weight; None where rung 5 runs instead (shorter rows, other lengths, no
+    weight, no clusters, or a grid past 2**31 - 1 blocks)."""
+    vec = 16 // _size(dtype)
+    if cc < (9, 0) or not weighted or n % vec:
+        return None
+    nvec = n // vec
+    if nvec <= KERNEL6_FROM or nvec % KERNEL6_SLICE:
+        return None
+    cluster = nvec // KERNEL6_SLICE
+    if cluster not in KERNEL6_CLUSTERS or m * cluster > 2**31 - 1:
+        return None
+    return SlicePlan(cluster, KERNEL6_SLICE, KERNEL6_THREADS)
+
+
+def _launch_cuda6(
+    x: torch.Tensor,
+    w: torch.Tensor | None,
+    out: torch.Tensor,
+    eps: float,
+    rstd: torch.Tensor | None,
+) -> torch.Tensor:
+    m, n = x.shape
+    sp = plan6(m, n, x.dtype, _device_facts(x).cc, w is not None)
+    if sp is None:
+        return _launch_cuda5(x, w, out, eps, rstd)
+    return _launch_slices(6, sp, x, w, out, eps, rstd, sp.per_block * 16)
+
+
 def _launch_triton(
     rung: int,
     x: torch.Tensor,
@@ -357,6 +398,13 @@ VARIANTS: dict[str, Variant] = {
         lambda x, w, o, eps=1e-6, rstd=None: _launch_cuda(5, x, w, o, eps, rstd),
         _CUDA_SOURCES,
         "rung 4 with fewer instructions per element, where every slice is whole; else rung 4",
+    ),
+    "cuda:6": Variant(
+        OP,
+        "cuda:6",
+        lambda x, w, o, eps=1e-6, rstd=None: _launch_cuda(6, x, w, o, eps, rstd),
+        _CUDA_SOURCES,
+        "rows past 256 KB in QuACK's order: x by cp.async.ca, weights early; else rung 5",
     ),
     "triton:1": Variant(
         OP,
@@ -819,10 +867,10 @@ def _backward(
     impl: str = "triton:2",
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(dx, dweight) for contiguous 2-D ``x`` and ``dy``: the CUDA backward after the CUDA
-    forward rungs 3 and 4 where it applies, Triton's otherwise."""
+    forward rungs 3 to 6 where it applies, Triton's otherwise."""
     from .triton_kernels import launch_backward
 
-    if impl in ("cuda:3", "cuda:4", "cuda:5") and dy.is_cuda:
+    if impl in ("cuda:3", "cuda:4", "cuda:5", "cuda:6") and dy.is_cuda:
         got = _backward_cuda(dy, x, w, rstd, need_dw=need_dw)
         if got is not None:
             return got

@@ -12,6 +12,8 @@
 //                    registers, loaded with plain 16-byte loads, clusters of 2-16 blocks (sm_90+)
 //   rmsnorm_kernel5  kernel 4 with fewer instructions per element, where every slice is whole
 //                    and there is a weight: one instruction per bf16 widened, no bounds checks
+//   rmsnorm_kernel6  rows past 256 KB in QuACK's order of steps: each 64 KB slice copied into
+//                    shared memory with cp.async.ca while the weights load into registers
 //
 // Byte model: read x, write y (2 * M * N * sizeof(T)) plus the weight once (N * sizeof(W)).
 // Every dtype computes in fp32 and rounds once on the store. The weight is either the input's
@@ -506,6 +508,121 @@ __device__ __forceinline__ void rmsnorm5(const T* x, const W* w, T* y, float* rs
     RMSNORM5_WEIGHT(SUFFIX, T, float, _wf32)
 MK_FOR_EACH_DTYPE(RMSNORM5)
 // --8<-- [end:kernel5]
+
+// --8<-- [start:kernel6]
+// Rows past 256 KB (more than eight 32 KB slices), where rungs 4 and 5 take blocks of 1024
+// threads and QuACK stayed ahead of both. QuACK's forward (quack/rmsnorm.py) does the same work
+// as rung 3 in another order, and the order is this kernel: every thread
+//   1. copies its 8 vectors of x into shared memory with cp.async, all in one go;
+//   2. loads the weights of those vectors into registers while the copies are in flight;
+//   3. waits, reads its vectors back for the sum of squares, and exchanges the sum over the
+//      cluster as rung 5 does;
+//   4. reads its vectors back again and writes y with each weight already in a register, so the
+//      eight stores go out back to back (rung 5's stores each wait for a weight load from L2).
+// The copy is cp.async.ca, which allocates the lines in L1 on the way, where rung 3's
+// cp_async16 (cluster.cuh) is .cg, L2 only. In a side probe on the H200
+// (labs/probe_rmsnorm_forward_staged.py) that one letter was the difference: with .cg this
+// kernel at QuACK's own block shape was far behind QuACK and rung 4, with .ca it passed both at
+// 131072 fp32 values; plain stores instead of store_vec's streaming ones halved its speed. We
+// have measured this, not explained it. 512 threads x 8 vectors = 64 KB a block (the probe's
+// fastest there, over a cluster of 8; 16 for 1 MB rows), two blocks an SM; at the shorter rows
+// the probe had it level with rung 5, which keeps them. Needs every slice whole and a weight,
+// like rung 5 (plan6 checks; rung 5 runs the rest).
+constexpr int KERNEL6_THREADS = 512;
+constexpr int KERNEL6_VECS = 8;  // 16-byte vectors per thread: 64 KB of x per block
+
+__device__ __forceinline__ void cp_async16_ca(void* smem, const void* gmem) {
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+
+template <typename T, typename W, int CLUSTER>
+__device__ __forceinline__ void rmsnorm6(const T* x, const W* w, T* y, float* rstd_out,
+                                         long long n, float eps) {
+    constexpr int V = Vec<T>::N;
+    constexpr int K = KERNEL6_VECS;
+    constexpr int THREADS = KERNEL6_THREADS;
+    constexpr int WPV = V / Vec<W>::N;  // weight vectors per vector of x (1, or 2 for fp32 w)
+    extern __shared__ __align__(16) unsigned char rmsnorm6_smem[];
+    Vec<T>* slice = reinterpret_cast<Vec<T>*>(rmsnorm6_smem);
+    __shared__ ClusterExchange<1, THREADS / 32, CLUSTER> xch;
+    const unsigned rank = cluster_rank();
+    exchange_open(xch);
+    const long long row = blockIdx.x / CLUSTER;
+    const long long first = static_cast<long long>(rank) * THREADS * K * V;
+    const T* xr = x + row * n + first;
+    T* yr = y + row * n + first;
+    const W* wr = w + first;
+    const int tid = threadIdx.x;
+    // 1. Thread t copies vectors t, t + THREADS, ...: a warp reads 512 contiguous bytes a copy.
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int i = tid + k * THREADS;
+        cp_async16_ca(slice + i, xr + static_cast<long long>(i) * V);
+    }
+    // 2. Its weights, while the copies fly (read-only loads: no store has been issued yet).
+    Vec<W> wv[K][WPV];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+#pragma unroll
+        for (int c = 0; c < WPV; ++c) {
+            const long long j = static_cast<long long>(tid + k * THREADS) * V + c * Vec<W>::N;
+            const uint4 raw = __ldg(reinterpret_cast<const uint4*>(wr + j));
+            wv[k][c] = *reinterpret_cast<const Vec<W>*>(&raw);
+        }
+    }
+    // 3. Each thread reads back only what it copied: the wait is the only synchronisation.
+    cp_async_wait_all();
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const Vec<T> v = slice[tid + k * THREADS];
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const float f = lean_at(v, e);
+            ss += f * f;
+        }
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, offset);
+    exchange_push(xch, {ss});
+    float acc[1] = {0.0f};
+    exchange_fold(xch, acc, [](float (&a)[1], const float (&b)[1]) { a[0] += b[0]; });
+    const float rstd = rsqrtf(acc[0] / static_cast<float>(n) + eps);
+    // 4. y = x * rstd * w, the weights already in registers.
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int i = tid + k * THREADS;
+        const Vec<T> v = slice[i];
+        Vec<T> out;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const float wf = lean_at(wv[k][e / Vec<W>::N], e % Vec<W>::N);
+            out.v[e] = from_float<T>(lean_at(v, e) * rstd * wf);
+        }
+        store_vec(yr + static_cast<long long>(i) * V, out);
+    }
+    if (rstd_out && rank == 0 && threadIdx.x == 0) rstd_out[row] = rstd;
+}
+
+// Two blocks an SM (64 registers a thread), one where an fp32 weight doubles the weights a
+// 16-bit row's thread holds. per_block is the host's check that the slice is whole (plan6).
+#define RMSNORM6_ENTRY(SUFFIX, T, W, WSUFFIX, CLUSTER)                                         \
+    extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1)                                 \
+        __launch_bounds__(KERNEL6_THREADS, sizeof(W) > sizeof(T) ? 1 : 2)                      \
+        rmsnorm_kernel6_t512_c##CLUSTER##_##SUFFIX##WSUFFIX(                                   \
+            const T* x, const W* w, T* y, float* rstd, long long n, float eps, int per_block) { \
+        (void)per_block;                                                                       \
+        rmsnorm6<T, W, CLUSTER>(x, w, y, rstd, n, eps);                                        \
+    }
+#define RMSNORM6_WEIGHT(SUFFIX, T, W, WSUFFIX)                                                 \
+    RMSNORM6_ENTRY(SUFFIX, T, W, WSUFFIX, 8)                                                   \
+    RMSNORM6_ENTRY(SUFFIX, T, W, WSUFFIX, 16)
+#define RMSNORM6(SUFFIX, T)                                                                    \
+    RMSNORM6_WEIGHT(SUFFIX, T, T, )                                                            \
+    RMSNORM6_WEIGHT(SUFFIX, T, float, _wf32)
+MK_FOR_EACH_DTYPE(RMSNORM6)
+// --8<-- [end:kernel6]
 #endif  // __CUDA_ARCH__ >= 900
 
 // A thread's dw sums, acc[k] for its vectors first + k * step (those below count), stored as
