@@ -23,6 +23,8 @@
 // keeps its slices of x and dy and its share of the dw sums in registers, up to 8 vectors each)
 // minikernel: max-registers 255 rmsnorm_bwd_tile_cluster_ (one block per SM by design: each
 // thread holds xhat and g of two rows, 32 fp32 values each, and its weights and dw sums)
+// minikernel: max-registers 96 rmsnorm_kernel6_ (one block per SM where an fp32 weight doubles
+// the weights a 16-bit row's thread holds in registers: 16 vectors beside its 8 of x)
 #include "cluster.cuh"
 #include "common.cuh"
 
