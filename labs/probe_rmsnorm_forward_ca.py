@@ -17,7 +17,8 @@ Byte model and prediction: the same bytes as every forward (x read, y written, t
 L2), so any change is in how the copies reach DRAM. If .ca helped rung 6's order by what it
 does to the copy, rung 3 should gain too, most at the cluster rows where it trails rungs 4 and
 5; if it helped only together with the weights held in registers, rung 3 stays where it is.
-Not run yet. It prints, it writes nothing: the course's numbers come from ``nox -s labs``.
+Run on an H200 on 2026-12-02; the fused-RMSNorm page says what it found. It prints, it writes
+nothing: the course's numbers come from ``nox -s labs``.
 """
 
 from __future__ import annotations
