@@ -595,25 +595,78 @@ def test_default_impl_off_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     assert default_impl(torch.zeros(2, 8)) == "torch"
 
 
+def test_default_impl_by_row_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU with clusters the default forward is triton:2 up to DEFAULT_TRITON_MAX elements
+    and the top of the CUDA ladder past it, and the default backward is CUDA C wherever a CUDA
+    kernel applies; without clusters, triton:2 and Triton's backward at every length. (A
+    stand-in tensor that says it is on a GPU: the rule, not the kernels, is under test here.)"""
+    import types
+
+    import minikernel.cuda as mc
+    from minikernel.kernels.rmsnorm import (
+        DEFAULT_TRITON_MAX,
+        default_backward_is_cuda,
+        default_impl,
+    )
+
+    def on_gpu(n: int) -> types.SimpleNamespace:
+        return types.SimpleNamespace(is_cuda=True, device=torch.device("cuda", 0), shape=(4, n))
+
+    monkeypatch.setattr(mc, "clusters_available", lambda device=None: True)
+    assert default_impl(on_gpu(1)) == "triton:2"
+    assert default_impl(on_gpu(DEFAULT_TRITON_MAX)) == "triton:2"
+    assert default_impl(on_gpu(DEFAULT_TRITON_MAX + 1)) == "cuda:6"
+    assert default_impl(on_gpu(4), n=131072) == "cuda:6"  # normalized_shape of several dims
+    assert default_backward_is_cuda(on_gpu(1024))
+    monkeypatch.setattr(mc, "clusters_available", lambda device=None: False)
+    for n in (1, DEFAULT_TRITON_MAX + 1, 131072):
+        assert default_impl(on_gpu(n)) == "triton:2"
+    assert not default_backward_is_cuda(on_gpu(1024))
+    assert not default_backward_is_cuda(torch.zeros(2, 8))  # the CPU: never
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("n", [1024, 4097, 131072])  # one block; kernel 1's fallback; a cluster
-def test_default_impl_on_the_gpu_runs_and_agrees(n: int) -> None:
-    """sm_90+ with the bindings: cuda:4 by default (and its fallbacks for unaligned rows); the
-    default call, forward and backward, matches the reference."""
+@pytest.mark.parametrize(
+    "n",
+    [
+        1024,  # triton:2 forward, the warp-per-row CUDA backward
+        4097,  # triton:2 forward, Triton's backward (no CUDA kernel takes it)
+        32768,  # the CUDA ladder (rung 5's kernel), the fixed-length CUDA backward
+        32769,  # the CUDA ladder's fallback for rows it cannot vectorise, Triton's backward
+        131072,  # a cluster both ways
+    ],
+)
+def test_default_impl_on_the_gpu_runs_and_agrees(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sm_90+ with the bindings: the default forward by row length, the CUDA backward wherever
+    it applies whichever forward ran (a spy counts the CUDA backward's launches); the default
+    call, forward and backward, matches the reference."""
+    import minikernel.kernels.rmsnorm as rn
     from minikernel.cuda import clusters_available
-    from minikernel.kernels.rmsnorm import default_impl, reference, reference_grads, rms_norm
 
     x = torch.randn(3, n, device="cuda", dtype=torch.bfloat16)
     w = torch.rand(n, device="cuda", dtype=torch.bfloat16) + 0.5
-    expected = "cuda:4" if clusters_available(x.device) else "triton:2"
-    assert default_impl(x) == expected
+    clusters = clusters_available(x.device)
+    long_row = clusters and n > rn.DEFAULT_TRITON_MAX
+    expected = "cuda:6" if long_row else "triton:2"
+    assert rn.default_impl(x) == expected
+    ran = []
+    real = rn._backward_cuda
+
+    def spy(*args, **kwargs):
+        got = real(*args, **kwargs)
+        ran.append(got is not None)
+        return got
+
+    monkeypatch.setattr(rn, "_backward_cuda", spy)
     xg = x.clone().requires_grad_(True)
-    y = rms_norm(xg, (n,), w, 1e-6)
-    torch.testing.assert_close(y.double(), reference(x, w, 1e-6), rtol=1.6e-2, atol=1e-2)
+    y = rn.rms_norm(xg, (n,), w, 1e-6)
+    torch.testing.assert_close(y.double(), rn.reference(x, w, 1e-6), rtol=1.6e-2, atol=1e-2)
     dy = torch.randn_like(x)
     y.backward(dy)
-    dx, _ = reference_grads(x, w, dy, 1e-6)
+    dx, _ = rn.reference_grads(x, w, dy, 1e-6)
     torch.testing.assert_close(xg.grad.double(), dx, rtol=5e-2, atol=5e-2)
+    cuda_plan = rn.backward_cuda_plan(n, x.dtype, w.dtype, torch.cuda.get_device_capability())
+    assert ran == ([cuda_plan is not None] if clusters else [])
 
 
 # --- the CUDA backward (rows longer than Triton's registers hold) --------------------------------

@@ -857,6 +857,11 @@ def _backward_cuda(
     return dx, dw
 
 
+CUDA_BWD_AFTER = ("cuda:3", "cuda:4", "cuda:5", "cuda:6")
+"""Forward rungs after which a named ``impl``'s backward is CUDA C where a CUDA kernel applies
+(the lab's ``cuda:3`` backward); after the others it is Triton's (the lab's ``triton:2``)."""
+
+
 def _backward(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -865,12 +870,13 @@ def _backward(
     *,
     need_dw: bool = True,
     impl: str = "triton:2",
+    cuda: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(dx, dweight) for contiguous 2-D ``x`` and ``dy``: the CUDA backward after the CUDA
-    forward rungs 3 to 6 where it applies, Triton's otherwise."""
+    """(dx, dweight) for contiguous 2-D ``x`` and ``dy``: the CUDA backward where it applies
+    if ``cuda`` (by default: after the forward rungs of CUDA_BWD_AFTER), Triton's otherwise."""
     from .triton_kernels import launch_backward
 
-    if impl in ("cuda:3", "cuda:4", "cuda:5", "cuda:6") and dy.is_cuda:
+    if (impl in CUDA_BWD_AFTER if cuda is None else cuda) and dy.is_cuda:
         got = _backward_cuda(dy, x, w, rstd, need_dw=need_dw)
         if got is not None:
             return got
@@ -887,24 +893,45 @@ def rmsnorm_backward(
     return _backward(dy, x, weight, rstd)
 
 
-def default_impl(t: torch.Tensor) -> str:
-    """What :func:`rms_norm` runs when no impl is named: the cluster rung ``cuda:4`` on sm_90+
-    GPUs with NVIDIA's Python bindings (slices of long rows in registers, rung 3 for rows that
-    fit one block: the fastest of ours at most forward shapes of the H200 lab, and by far at
-    rows of 65536 and more, which the Triton kernels read twice; it falls back to rungs 2 and 1
-    for rows it cannot vectorise), ``triton:2`` on other GPUs and under Triton's
-    interpreter, PyTorch otherwise. After ``cuda:3`` or ``cuda:4`` the backward is CUDA C for
-    short rows (a warp per row, plan_bwd_rows), for the power-of-two rows of the fixed-length
-    kernel (plan_bwd_tile: fp32 from 4096 elements, 16-bit from 32768, up to 131072) and for the
-    other rows longer than 16384 elements (the cluster kernel, plan_bwd), Triton's for the other
-    rows between."""
+DEFAULT_TRITON_MAX = 16384
+"""The longest rows (in elements) whose forward :func:`rms_norm` gives ``triton:2`` by default
+on a GPU with clusters; longer rows go to the top of the CUDA ladder. Lab 02 on the H200:
+``triton:2`` the fastest forward of ours at every length up to 16384 in both dtypes, the
+cluster rungs from 32768 (the fused-RMSNorm page checks both against the results)."""
+
+
+def default_impl(t: torch.Tensor, n: int | None = None) -> str:
+    """The forward :func:`rms_norm` runs when no impl is named, for rows of ``n`` elements
+    (``t``'s last dimension by default). On sm_90+ GPUs with NVIDIA's Python bindings,
+    ``triton:2`` for rows of up to DEFAULT_TRITON_MAX elements and ``cuda:6`` past it (which
+    falls back to rungs 5, 4, 3 and below where its own kernel does not apply); ``triton:2``
+    on other GPUs and under Triton's interpreter; PyTorch otherwise. The default call's
+    backward is chosen apart from its forward (see :func:`default_backward_is_cuda`)."""
     if t.is_cuda:
         from minikernel.cuda import clusters_available
 
-        return "cuda:4" if clusters_available(t.device) else "triton:2"
+        if not clusters_available(t.device):
+            return "triton:2"
+        n = t.shape[-1] if n is None else n
+        return "triton:2" if n <= DEFAULT_TRITON_MAX else "cuda:6"
     if os.environ.get("TRITON_INTERPRET") == "1":
         return "triton:2"
     return "torch"
+
+
+def default_backward_is_cuda(t: torch.Tensor) -> bool:
+    """Whether the default call's backward is CUDA C where a CUDA kernel applies, whichever
+    forward ran: on sm_90+ GPUs with the bindings. Then short rows go to the warp-per-row
+    kernel (plan_bwd_rows), the power-of-two rows of the fixed-length kernel (plan_bwd_tile:
+    fp32 from 4096 elements, 16-bit from 32768, up to 131072) to it and the other rows longer
+    than 16384 elements to the cluster kernel (plan_bwd); Triton's takes the other rows
+    between. Lab 02 times this path as ``cuda:3``'s backward, the fastest of ours wherever it
+    runs a CUDA kernel."""
+    if not t.is_cuda:
+        return False
+    from minikernel.cuda import clusters_available
+
+    return clusters_available(t.device)
 
 
 # --------------------------------------------------------------------------------------------
@@ -913,11 +940,12 @@ def default_impl(t: torch.Tensor) -> str:
 
 
 class RMSNormFunction(torch.autograd.Function):
-    """Forward with one of ``VARIANTS``; backward with the Triton kernels, or after ``cuda:3``
-    or ``cuda:4`` with the CUDA backward where it applies (see _backward).
+    """Forward with one of ``VARIANTS``; backward with the Triton kernels, or with the CUDA
+    backward where it applies after the rungs of CUDA_BWD_AFTER, or wherever ``cuda_bwd``
+    asks for it (see _backward).
 
-    ``apply(x, weight, eps, impl)``: ``x`` contiguous, RMS over its last dimension;
-    ``weight`` of that size or None. Saves x, the weight and one fp32 rstd per row.
+    ``apply(x, weight, eps, impl, cuda_bwd=None)``: ``x`` contiguous, RMS over its last
+    dimension; ``weight`` of that size or None. Saves x, the weight and one fp32 rstd per row.
     """
 
     @staticmethod
@@ -927,6 +955,7 @@ class RMSNormFunction(torch.autograd.Function):
         weight: torch.Tensor | None,
         eps: float,
         impl: str,
+        cuda_bwd: bool | None = None,
     ) -> torch.Tensor:
         n = x.shape[-1]
         x2 = x.view(-1, n)
@@ -936,6 +965,7 @@ class RMSNormFunction(torch.autograd.Function):
         VARIANTS[impl].fn(x2, w, y, eps, rstd)
         ctx.save_for_backward(x2, w, rstd)
         ctx.impl = impl
+        ctx.cuda_bwd = cuda_bwd
         ctx.x_shape = x.shape
         ctx.w_shape = None if weight is None else weight.shape
         return y.view(x.shape)
@@ -947,9 +977,9 @@ class RMSNormFunction(torch.autograd.Function):
         x2, w, rstd = ctx.saved_tensors
         dy2 = dy.reshape(x2.shape).contiguous()
         need_dw = w is not None and ctx.needs_input_grad[1]
-        dx, dw = _backward(dy2, x2, w, rstd, need_dw=need_dw, impl=ctx.impl)
+        dx, dw = _backward(dy2, x2, w, rstd, need_dw=need_dw, impl=ctx.impl, cuda=ctx.cuda_bwd)
         dw_out = dw.view(ctx.w_shape) if dw is not None else None
-        return dx.view(ctx.x_shape), dw_out, None, None
+        return dx.view(ctx.x_shape), dw_out, None, None, None
 
 
 # --------------------------------------------------------------------------------------------
@@ -974,7 +1004,9 @@ def rms_norm(
     Same arguments and result as ``torch.nn.functional.rms_norm``: ``eps=None`` means
     ``torch.finfo(x.dtype).eps``; the output has x's dtype. ``x``: contiguous float32, float16
     or bfloat16; ``weight``: ``normalized_shape``, in x's dtype or float32. ``impl``: a key of
-    ``VARIANTS`` or ``"torch"``; by default the fastest for the device. Raises TypeError /
+    ``VARIANTS`` or ``"torch"``; by default the fastest of ours for the device and the row
+    length (:func:`default_impl`, and :func:`default_backward_is_cuda` for the backward). A
+    named impl runs its own forward and the backward the lab times with it. Raises TypeError /
     ValueError naming the argument at fault.
     """
     op = OP
@@ -1001,7 +1033,13 @@ def rms_norm(
     eps = torch.finfo(x.dtype).eps if eps is None else float(eps)
     if not eps >= 0.0:
         raise ValueError(f"{op}: eps must be >= 0, got {eps}")
-    impl = impl or default_impl(x)
+    n = 1
+    for s in shape:
+        n *= s
+    cuda_bwd = None  # a named impl: the backward that goes with it
+    if impl is None:
+        impl = default_impl(x, n)
+        cuda_bwd = default_backward_is_cuda(x)
     if impl == "torch":
         return F.rms_norm(x, shape, weight, eps)
     if impl not in VARIANTS:
@@ -1009,11 +1047,8 @@ def rms_norm(
     check_device(op, impl, x)
     if x.numel() == 0:
         return torch.empty_like(x)
-    n = 1
-    for s in shape:
-        n *= s
     x_rows = x.view(-1, n)
-    y = RMSNormFunction.apply(x_rows, weight, eps, impl)
+    y = RMSNormFunction.apply(x_rows, weight, eps, impl, cuda_bwd)
     return y.view(x.shape)
 
 
