@@ -48,6 +48,16 @@ def test_window_summarises_the_samples_inside_it() -> None:
         second = sampler.window(t1, time.monotonic())
         assert second == {"sm_mhz": 1980, "power_w": 500.0, "power_capped": False}
         assert sampler.window(t0 - 10, t0 - 5) is None  # nothing arrived then
+        # a loop's window: its mean clock and the share of samples under the power cap
+        assert sampler.loop_window(t0, time.monotonic()) == {
+            "loop_sm_mhz": round((1500 + 1700 + 1980) / 3),
+            "loop_capped_frac": round(1 / 3, 3),
+        }
+        assert sampler.loop_window(t1, time.monotonic()) == {
+            "loop_sm_mhz": 1980,
+            "loop_capped_frac": 0.0,
+        }
+        assert sampler.loop_window(t0 - 10, t0 - 5) is None
     finally:
         sampler.close()
     assert sampler._proc is not None and sampler._proc.poll() is not None  # stopped
@@ -56,7 +66,36 @@ def test_window_summarises_the_samples_inside_it() -> None:
 def test_no_nvidia_smi_means_no_clock_fields() -> None:
     sampler = ClockSampler(command=["/nonexistent/nvidia-smi"])
     assert sampler.window(0.0, time.monotonic()) is None
+    assert sampler.loop_window(0.0, time.monotonic()) is None
     sampler.close()
+
+
+@pytest.mark.parametrize(
+    ("stdout", "expected"),
+    [
+        ("700.00\n", 700.0),  # what an H200 answers
+        ("[N/A]\n", None),  # a board that does not report it
+        ("\n", None),
+        ("not a number\n", None),
+    ],
+)
+def test_power_limit_from_nvidia_smi(
+    stdout: str, expected: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The env block's power_limit_w: nvidia-smi's power.limit, or nothing when it has none."""
+    import subprocess
+
+    from minikernel.bench import env
+
+    monkeypatch.setattr(env.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(
+        env.subprocess,
+        "run",
+        lambda *a, **k: subprocess.CompletedProcess(a[0], 0, stdout=stdout, stderr=""),
+    )
+    assert env._power_limit_w() == expected
+    monkeypatch.setattr(env.shutil, "which", lambda name: None)
+    assert env._power_limit_w() is None
 
 
 def test_cooldown_before_heavy_cases(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -103,6 +103,21 @@ class ClockSampler:
             "power_capped": any(s.reasons & SW_POWER_CAP for s in got),
         }
 
+    def loop_window(self, t0: float, t1: float) -> dict[str, Any] | None:
+        """The samples of a two-second loop (energy.py) between ``t0`` and ``t1``: its mean SM
+        clock (``loop_sm_mhz``) and the fraction of samples in which the software power cap was
+        active (``loop_capped_frac``): near 1, the board held the loop at its power limit the
+        whole time; near 0, it never had to. None when no sample arrived in the window."""
+        with self._lock:
+            got = [s for s in self.samples if t0 <= s.t <= t1]
+        if not got:
+            return None
+        capped = sum(bool(s.reasons & SW_POWER_CAP) for s in got)
+        return {
+            "loop_sm_mhz": round(sum(s.sm_mhz for s in got) / len(got)),
+            "loop_capped_frac": round(capped / len(got), 3),
+        }
+
     def close(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()

@@ -69,21 +69,37 @@ def gpu_slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", s).strip("-") or "unknown-gpu"
 
 
-def _driver_version() -> str:
+def _smi_query(field: str) -> str | None:
+    """One ``nvidia-smi --query-gpu`` field of the first GPU (no units), or None where
+    nvidia-smi is missing, fails or has no value for it."""
     smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            out = subprocess.run(
-                [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=20,
-                check=True,
-            )
-            return out.stdout.strip().splitlines()[0]
-        except (OSError, subprocess.SubprocessError, IndexError):
-            pass
-    return "unknown"
+    if not smi:
+        return None
+    try:
+        out = subprocess.run(
+            [smi, f"--query-gpu={field}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        )
+        value = out.stdout.strip().splitlines()[0].strip()
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+    return None if not value or value.startswith("[") else value  # "[N/A]", "[Not Supported]"
+
+
+def _driver_version() -> str:
+    return _smi_query("driver_version") or "unknown"
+
+
+def _power_limit_w() -> float | None:
+    """The board's enforced power limit in watts, what a power-capped loop is held to."""
+    value = _smi_query("power.limit")
+    try:
+        return None if value is None else float(value)
+    except ValueError:
+        return None
 
 
 def collect_env() -> dict[str, Any]:
@@ -93,7 +109,7 @@ def collect_env() -> dict[str, Any]:
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     commit, dirty = commit_info()
-    return {
+    env: dict[str, Any] = {
         "gpu": props.name,
         "cc": f"{props.major}.{props.minor}",
         "sms": props.multi_processor_count,
@@ -108,3 +124,7 @@ def collect_env() -> dict[str, Any]:
         "commit": commit,
         "dirty": dirty,
     }
+    limit = _power_limit_w()
+    if limit is not None:
+        env["power_limit_w"] = limit
+    return env

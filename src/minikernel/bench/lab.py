@@ -165,7 +165,8 @@ class Lab:
         ``frac_of_ceiling`` against the copy ceiling (memory-bound) or ``ceiling``. With
         ``energy``, also run it back to back for a couple of seconds and record the loop's time
         per call, mean board power and energy per call (:func:`energy.loop_energy`), where the
-        GPU has an energy counter."""
+        GPU has an energy counter, and from the clock sampler the loop's mean SM clock and how
+        much of it ran under the software power cap (:meth:`ClockSampler.loop_window`)."""
         idle = cooldown_seconds(bytes, flops)
         if idle:
             time.sleep(idle)  # an idle GPU first: the clock the last case left is not ours
@@ -203,9 +204,11 @@ class Lab:
         if clock is not None:
             rec.update(clock)
         if energy:
+            t_loop = time.monotonic()
             used = loop_energy(run, self.energy)
             if used is not None:
                 rec.update(used)
+                rec.update(self.clocks.loop_window(t_loop, time.monotonic()) or {})
         if ceiling not in ("copy_GBps", "bf16_mm_TFLOPs"):
             rec["ceiling"] = ceiling
         self.records.append(rec)
@@ -223,6 +226,11 @@ class Lab:
                 f"  loop {rec['loop_us']:.1f} us at {rec['loop_power_w']:.0f} W: "
                 f"{rec['energy_mJ']:.1f} mJ per call"
                 if "energy_mJ" in rec
+                else ""
+            )
+            + (
+                f", power cap in {100 * rec['loop_capped_frac']:.0f}% of its samples"
+                if "loop_capped_frac" in rec
                 else ""
             ),
             flush=True,
