@@ -455,41 +455,59 @@ for impl in ["triton:2", "cuda:3", *(["quack"] if HAVE_QUACK else [])]:
 # %% [markdown] lang="en"
 # ## 6. Profile: the gaps left to QuACK
 #
-# Two places where the last run left ours close to QuACK and a profile would say more than the
-# timings. The forward at 32768 x 131072 bf16, where rung 4 (`cuda:4`, each block's slice of
-# the row in registers over a cluster) is a little behind QuACK's forward, which stages its
-# slice in shared memory: the same bytes, so the question is what its warps wait on. And the
-# short-row backward at 32768 x 1024 bf16, where `cuda:3` runs the ring kernel (a warp per row,
-# its next rows on their way through shared memory) and clears 85 % of the ceiling: how busy
-# its DRAM is, against QuACK's backward at the same shape.
+# Three places where the last runs left ours close to QuACK and a profile would say more than
+# the timings. The forward at 32768 x 131072 bf16, where rung 4 (`cuda:4`, each block's slice
+# of the row in registers over a cluster) is a little behind QuACK's forward, which stages its
+# slice in shared memory: the same bytes, so the question is what its warps wait on. The
+# forward at 16384 x 131072 fp32, where rung 6 (QuACK's order of steps in CUDA C) is ahead of
+# QuACK in the short timing and level with it in the two-second loop, where it spends more
+# energy per call: rung 6, rung 4 and QuACK side by side. And the short-row backward at
+# 32768 x 1024 bf16, where `cuda:3` runs the ring kernel (a warp per row, its next rows on
+# their way through shared memory) and clears 85 % of the ceiling: how busy its DRAM is,
+# against QuACK's backward at the same shape.
 
 # %% [markdown] lang="es"
 # ## 6. Perfilar: las distancias que quedan con QuACK
 #
-# Dos sitios donde la última ejecución dejó lo nuestro cerca de QuACK y un perfil diría más que
-# los tiempos. El forward en 32768 x 131072 bf16, donde el peldaño 4 (`cuda:4`, el trozo de la
-# fila de cada bloque en registros sobre un cluster) va un poco por detrás del forward de
+# Tres sitios donde las últimas ejecuciones dejaron lo nuestro cerca de QuACK y un perfil diría
+# más que los tiempos. El forward en 32768 x 131072 bf16, donde el peldaño 4 (`cuda:4`, el trozo
+# de la fila de cada bloque en registros sobre un cluster) va un poco por detrás del forward de
 # QuACK, que deja su trozo en memoria compartida: los mismos bytes, así que la pregunta es en
-# qué esperan sus warps. Y el backward de filas cortas en 32768 x 1024 bf16, donde `cuda:3`
+# qué esperan sus warps. El forward en 16384 x 131072 fp32, donde el peldaño 6 (el orden de
+# pasos de QuACK en CUDA C) va por delante de QuACK en la medida corta y empata con él en el
+# bucle de dos segundos, donde gasta más energía por llamada: el peldaño 6, el 4 y QuACK, uno
+# junto a otro. Y el backward de filas cortas en 32768 x 1024 bf16, donde `cuda:3`
 # ejecuta el kernel del anillo (un warp por fila, con sus filas siguientes ya en camino por
 # memoria compartida) y pasa del 85 % del techo: qué ocupada tiene la DRAM, frente al backward
 # de QuACK en la misma forma.
 
 # %%
+BF16, FP32 = torch.bfloat16, torch.float32
 GAP_PROFILES = [
-    ("cuda:4", 32768, 131072, "fwd"),
-    ("cuda:5", 32768, 131072, "fwd"),
-    ("cuda:3", 32768, 1024, "bwd"),
-    *([("quack", 32768, 131072, "fwd"), ("quack", 32768, 1024, "bwd")] if HAVE_QUACK else []),
+    ("cuda:4", 32768, 131072, BF16, "fwd"),
+    ("cuda:5", 32768, 131072, BF16, "fwd"),
+    ("cuda:3", 32768, 1024, BF16, "bwd"),
+    # rung 6 at the one row it runs, beside rung 4 (the fastest there before it)
+    ("cuda:6", 16384, 131072, FP32, "fwd"),
+    ("cuda:4", 16384, 131072, FP32, "fwd"),
+    *(
+        [
+            ("quack", 32768, 131072, BF16, "fwd"),
+            ("quack", 32768, 1024, BF16, "bwd"),
+            ("quack", 16384, 131072, FP32, "fwd"),
+        ]
+        if HAVE_QUACK
+        else []
+    ),
 ]
-for impl, m, n, pass_ in GAP_PROFILES:
+for impl, m, n, dtype, pass_ in GAP_PROFILES:
     _free()
     by_model = rn.fwd_bytes if pass_ == "fwd" else rn.bwd_bytes
     lab.profile(
         impl,
         [m, n],
-        "bfloat16",
-        model_bytes=by_model(m, n, torch.bfloat16, torch.bfloat16),
+        str(dtype).removeprefix("torch."),
+        model_bytes=by_model(m, n, dtype, dtype),
         extra_args=[pass_],
         pass_="bwd" if pass_ == "bwd" else None,
     )

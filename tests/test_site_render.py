@@ -474,6 +474,29 @@ def test_ncu_excerpt_names_the_backward_pass() -> None:
         render.ncu_excerpt(f, "cuda:1", "en", "r.json")
 
 
+def test_ncu_excerpt_picks_the_pass_at_one_shape() -> None:
+    """One impl profiled forward and backward at the same shape and dtype (a lab may): without a
+    pass the page's call is ambiguous and fails; ``pass_`` picks one, "fwd" matching the
+    forward excerpts, which carry no pass."""
+    rec = {
+        "impl": "quack",
+        "shape": [16384, 131072],
+        "dtype": "float32",
+        "ncu_version": "2025.3",
+        "metrics": {},
+        "excerpt": "(placeholder)",
+    }
+    f = results_file(ncu=[dict(rec), dict(rec, **{"pass": "bwd"})])
+    with pytest.raises(render.ClaimFailed, match="found 2"):
+        render.ncu_excerpt(f, "quack", "en", "r.json", shape=[16384, 131072])
+    fwd = render.ncu_excerpt(f, "quack", "en", "r.json", shape=[16384, 131072], pass_="fwd")
+    bwd = render.ncu_excerpt(f, "quack", "en", "r.json", shape=[16384, 131072], pass_="bwd")
+    assert "backward" not in fwd and "`quack` backward," in bwd
+    assert render.ncu_matches(rec, "quack", pass_="fwd")
+    assert not render.ncu_matches(rec, "quack", pass_="bwd")
+    assert not render.ncu_matches(rec, "quack", dtype="bfloat16")
+
+
 def test_a_failed_claim_with_a_per_cent_sign_reaches_the_error_page() -> None:
     """mkdocs-macros' own error formatter applies ``%`` after inserting the message, so "within
     5 % of" raised a TypeError in the handler and hid the claim. Ours, registered for our

@@ -344,11 +344,16 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
 
     @env.macro
     def ncu_stall(
-        op: str, impl: str, rank: int = 1, shape: list | None = None, gpu: str | None = None
+        op: str,
+        impl: str,
+        rank: int = 1,
+        shape: list | None = None,
+        gpu: str | None = None,
+        pass_: str | None = None,
     ) -> str:
         """The ``rank``-th largest stall reason in an ncu excerpt (e.g. `long_scoreboard`)."""
         f = load(op, gpu)
-        stalls = render.ncu_record(f, impl, shape)["metrics"]["top_stalls"]
+        stalls = render.ncu_record(f, impl, shape, pass_=pass_)["metrics"]["top_stalls"]
         if not 1 <= rank <= len(stalls):
             raise render.ClaimFailed(f"{op}: {impl}'s excerpt has {len(stalls)} stall reasons")
         return inline(f, f"`{stalls[rank - 1]['reason']}`")
@@ -382,10 +387,14 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         shape: list | None = None,
         dtype: str | None = None,
         gpu: str | None = None,
+        pass_: str | None = None,
     ) -> str:
-        """The fixed-metric Nsight Compute excerpt recorded for ``impl``."""
+        """The fixed-metric Nsight Compute excerpt recorded for ``impl`` (at ``shape``,
+        ``dtype`` and ``pass_``, "fwd" or "bwd", where given: exactly one must match)."""
         f = load(op, gpu)
-        return render.ncu_excerpt(f, impl, lang(), href(op, f.slug), shape, dtype, repo_url)
+        return render.ncu_excerpt(
+            f, impl, lang(), href(op, f.slug), shape, dtype, repo_url, pass_=pass_
+        )
 
     @env.macro
     def ncu_metric(
@@ -395,19 +404,15 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         shape: list | None = None,
         gpu: str | None = None,
         raw: bool = False,
+        pass_: str | None = None,
     ) -> Any:
         """One metric of an ncu excerpt (bytes, percentages), formatted; ``raw=True`` gives the
         number itself, for a page's guards (the formatted text carries a stale badge when the
-        measured source has changed, so two texts can differ when the numbers do not)."""
+        measured source has changed, so two texts can differ when the numbers do not).
+        ``pass_`` ("fwd" or "bwd") picks between a forward and a backward excerpt of the same
+        implementation and shape."""
         f = load(op, gpu)
-        found = [
-            n
-            for n in f.data.get("ncu", [])
-            if n["impl"] == impl and (shape is None or list(n["shape"]) == list(shape))
-        ]
-        if len(found) != 1:
-            raise render.ClaimFailed(f"{op}: no single ncu excerpt for {impl}")
-        n = found[0]
+        n = render.ncu_record(f, impl, shape, pass_=pass_)
         v = n["metrics"][metric]
         if raw:
             return v

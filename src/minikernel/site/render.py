@@ -351,12 +351,28 @@ def best_impl(
     return (max if best == "max" else min)(recs, key=lambda r: r[field])
 
 
-def ncu_record(f: ResultsFile, impl: str, shape: list | None = None) -> dict[str, Any]:
-    found = [
-        n
-        for n in f.data.get("ncu", [])
-        if n["impl"] == impl and (shape is None or list(n["shape"]) == list(shape))
-    ]
+def ncu_matches(n: dict, impl: str, shape=None, dtype=None, pass_=None) -> bool:
+    """Whether ncu excerpt ``n`` is ``impl``'s, at ``shape`` / ``dtype`` / ``pass_`` where
+    given (``"fwd"`` matches the forward excerpts, which carry no pass, ``"bwd"`` the backward
+    ones): a lab may profile one implementation at one shape both ways."""
+    return (
+        n["impl"] == impl
+        and (shape is None or list(n["shape"]) == list(shape))
+        and (dtype is None or n["dtype"] == dtype)
+        and (pass_ is None or (n.get("pass") or "fwd") == pass_)
+    )
+
+
+def ncu_record(
+    f: ResultsFile,
+    impl: str,
+    shape: list | None = None,
+    dtype: str | None = None,
+    pass_: str | None = None,
+) -> dict[str, Any]:
+    """The one ncu excerpt of ``impl`` that matches (see ncu_matches); a page's claim fails
+    when none or several do."""
+    found = [n for n in f.data.get("ncu", []) if ncu_matches(n, impl, shape, dtype, pass_)]
     if len(found) != 1:
         raise ClaimFailed(f"{f.path.name}: expected one ncu excerpt for {impl}, found {len(found)}")
     return found[0]
@@ -650,20 +666,18 @@ def roofline_plot(
 
 
 def ncu_excerpt(
-    f: ResultsFile, impl: str, lang: str, href: str, shape=None, dtype=None, repo_url: str = ""
+    f: ResultsFile,
+    impl: str,
+    lang: str,
+    href: str,
+    shape=None,
+    dtype=None,
+    repo_url: str = "",
+    pass_=None,
 ) -> str:
     """The fixed-metric Nsight Compute excerpt of one kernel; stale when the record it was taken
     with (same impl, shape and dtype) measured a source that has changed since."""
-    found = [
-        n
-        for n in f.data.get("ncu", [])
-        if n["impl"] == impl
-        and (shape is None or list(n["shape"]) == list(shape))
-        and (dtype is None or n["dtype"] == dtype)
-    ]
-    if len(found) != 1:
-        raise ClaimFailed(f"{f.path.name}: expected one ncu excerpt for {impl}, found {len(found)}")
-    n = found[0]
+    n = ncu_record(f, impl, shape, dtype, pass_)
     title = t(
         lang,
         "ncu_title_bwd" if n.get("pass") == "bwd" else "ncu_title",
