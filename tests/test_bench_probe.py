@@ -320,9 +320,17 @@ def test_probe_rmsnorm_forward_slices_compiles_every_candidate_without_spills(
             assert t * rn.KERNEL4_VECS * c * (16 // dtype.itemsize) == n
             use = usage[probe.kernel_name(t, c, dtype_name)]
             assert use.spill_stores == use.spill_loads == 0, (t, c, dtype_name, use)
+    # the cluster of one: a 64 KB bf16 row in one block of 1024 threads, rung 5's guard lifted
+    # in its copy only (rung 4 keeps its own)
+    assert (1024, 1) in probe.candidates(32768, "bfloat16")
+    assert path.read_text().count("static_assert(CLUSTER > 1") == 1
     with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
         probe.with_candidates(
             src.replace("RMSNORM5_ENTRY(SUFFIX, T, W", "RMSNORM5_ONE(SUFFIX, T, W")
+        )
+    with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
+        probe.with_candidates(
+            src.replace("static_assert(CLUSTER > 1", "static_assert(CLUSTER >= 1")
         )
 
 
