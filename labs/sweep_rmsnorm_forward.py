@@ -77,13 +77,23 @@ def sweep(dtype: torch.dtype, m: int, n: int, gbps: float, top: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=8, help="fastest launches shown per shape")
+    parser.add_argument(
+        "--n",
+        type=int,
+        nargs="*",
+        help="row lengths (default: the lab's up to 16384; longer ones time whole rows too, "
+        "where fwd_config walks them in tiles)",
+    )
+    parser.add_argument("--dtype", choices=("bfloat16", "float32"), help="only this dtype")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("sweep_rmsnorm_forward: needs a CUDA GPU")
     gbps = copy_GBps()
     print(f"copy ceiling {gbps:.0f} GB/s")
     for dtype, m in SHAPES:
-        for n in LENGTHS:
+        if args.dtype and dtype != getattr(torch, args.dtype):
+            continue
+        for n in args.n or LENGTHS:
             sweep(dtype, m, n, gbps, args.top)
             torch.cuda.empty_cache()
 

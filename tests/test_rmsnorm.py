@@ -36,7 +36,8 @@ SHAPES = [
     (9, 1000),  # a 1024 block, rows packed 2 or 4 to a program with x kept in registers
     (7, 1500),  # a 2048 block, 2 rows a program, x loaded twice (RELOAD), last program half empty
     (4, 4097),  # one past 4096: an 8192 block with the tail almost all masked
-    (2, MAX_REGISTER_ROW + 1),  # the first length walked in tiles (kernel2), partial last tile
+    (2, MAX_REGISTER_ROW + 1),  # a 32768 block: whole rows from the measured table, not tiles
+    (2, 2 * MAX_REGISTER_ROW + 1),  # fp32: the first length walked in tiles, partial last tile
     (2, KERNEL1_MAX_N + 1),  # past what kernel1 takes: long rows, kernel2 only
 ]
 # Forward: one rounding of a result computed in fp32 from a sum of N squares.

@@ -31,7 +31,8 @@ import triton.language as tl
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 # A row whose fp32 copy spreads over a program's registers at ~16 values per thread, at most
-# 32 warps: 16384 elements. Longer rows are walked in tiles.
+# 32 warps: 16384 elements. Longer rows are walked in tiles, except the lengths the measured
+# launch table (_FWD_WHOLE_ROW below) holds in one program.
 MAX_REGISTER_ROW = 16384
 # rmsnorm_kernel1 puts the whole row in one block, whatever its length; past this it would
 # spill to local memory so much that it is refused (kernel2 handles any length).
@@ -319,17 +320,24 @@ def _warps(elements: int, elem_size: int) -> int:
 #   by 2-4 %, at the same DRAM bytes: the second load hits L1/L2.
 # - Warps are not monotone: 8 warps at 16384 bf16 (eight 16-byte vectors per thread) beat 16 by
 #   far and 32 by 8 %; at 64 KB per row (16384 fp32) only 32 warps keep the registers low.
+# Three longer rows past MAX_REGISTER_ROW (sweep_rmsnorm_forward.py --n 32768 65536, 2026-12-02)
+# ran faster whole than the lab had timed them walked twice in tiles: 32768 and 65536 bf16 by a
+# quarter to a third, 32768 fp32 by several per cent. 65536 fp32 did not (whole, 64 fp32 values
+# a thread: far slower).
 _FWD_WHOLE_ROW: dict[tuple[int, int], tuple[int, int, bool]] = {
     (2, 1024): (4, 4, False),
     (2, 2048): (2, 8, True),
     (2, 4096): (1, 8, True),
     (2, 8192): (1, 16, True),
     (2, 16384): (1, 8, True),
+    (2, 32768): (1, 16, False),
+    (2, 65536): (1, 32, True),
     (4, 1024): (2, 4, False),
     (4, 2048): (2, 16, True),
     (4, 4096): (1, 16, True),
     (4, 8192): (1, 8, True),
     (4, 16384): (1, 32, True),
+    (4, 32768): (1, 32, False),
 }
 
 
