@@ -61,19 +61,21 @@ TOL = {torch.float32: (1e-5, 1e-5), torch.float16: (1e-3, 1e-3), torch.bfloat16:
 # ## 1. Correct first
 #
 # Every forward rung on shapes chosen to break a kernel: one element per row, 127 (a partial
-# 16-byte vector), 37 short rows packed into one program, 4097 (one past a power of two), and a
-# row too long for registers (walked in tiles). Then the backward pass (dx and dweight) against
-# autograd of the fp64 reference. `run_checked` also catches writes past the end of the output
-# and elements left unwritten. On a CPU the Triton kernels run in Triton's interpreter (fp32 and
-# fp16 only: the interpreter gets bf16 wrong); the CUDA C ones need a GPU.
+# 16-byte vector), 37 short rows packed into one program, 4097 (one past a power of two), 20000
+# (a row `triton:2` holds whole, from its launch table), and rows long enough that it walks them
+# in tiles (40000 fp32 values on a CPU, 131072 on a GPU). Then the backward pass (dx and
+# dweight) against autograd of the fp64 reference. `run_checked` also catches writes past the
+# end of the output and elements left unwritten. On a CPU the Triton kernels run in Triton's
+# interpreter (fp32 and fp16 only: the interpreter gets bf16 wrong); the CUDA C ones need a GPU.
 
 # %% [markdown] lang="es"
 # ## 1. Primero, correcto
 #
 # Cada peldaño del forward con formas elegidas para romper un kernel: un elemento por fila, 127
 # (un vector de 16 bytes incompleto), 37 filas cortas empaquetadas en un solo programa, 4097 (uno
-# más que una potencia de dos) y una fila demasiado larga para los registros (recorrida por
-# tiles). Después el backward (dx y dweight) frente al autograd de la referencia en fp64.
+# más que una potencia de dos), 20000 (una fila que `triton:2` guarda entera, según su tabla de
+# lanzamiento) y filas tan largas que las recorre por tiles (40000 valores fp32 en una CPU, 131072
+# en una GPU). Después el backward (dx y dweight) frente al autograd de la referencia en fp64.
 # `run_checked` detecta además escrituras más allá del final de la salida y elementos sin
 # escribir. En una CPU los kernels de Triton corren en su intérprete (solo fp32 y fp16: el
 # intérprete calcula mal bf16); los de CUDA C necesitan una GPU.
@@ -85,7 +87,7 @@ TOL = {torch.float32: (1e-5, 1e-5), torch.float16: (1e-3, 1e-3), torch.bfloat16:
 CHECK_SHAPES = (
     [(5, 127), (4, 4097), (2, 20000), (2, 32768), (2, 131072)]
     if GPU
-    else [(3, 1), (5, 127), (37, 64), (4, 4097), (2, 20000)]
+    else [(3, 1), (5, 127), (37, 64), (4, 4097), (2, 20000), (2, 40000)]
 )
 CHECK_DTYPES = [torch.float32, torch.bfloat16] if GPU else [torch.float32, torch.float16]
 impls = [k for k in rn.VARIANTS if GPU or k.startswith("triton:")]
