@@ -69,6 +69,18 @@ CANDIDATES = {  # (rows, row length, dtype) -> (threads, vectors a thread, clust
         (256, 8, 2, 2),
         (128, 16, 2, 2),
         (128, 8, 4, 4),
+        (512, 8, 1, 2),  # one block a row, no cluster (below)
+    ],
+    # Rows of 128 KB in one block of 1024 threads x 8 vectors, no cluster: the shape at which
+    # triton:2, holding the row whole, was the fastest of ours at 32768 fp32 (lab 02 at
+    # 306ba7ae7904); and the same with two blocks of 512 over a cluster of 2.
+    (16384, 32768, "float32"): [  # 8192 vectors
+        (1024, 8, 1, 1),
+        (512, 8, 2, 2),
+    ],
+    (32768, 65536, "bfloat16"): [  # 8192 vectors
+        (1024, 8, 1, 1),
+        (512, 8, 2, 2),
     ],
 }
 CU_TYPE = {"float32": ("f32", "float"), "bfloat16": ("bf16", "mk_bf16")}
@@ -77,6 +89,9 @@ HEAD = (
     "__device__ __forceinline__ void rmsnorm5("
 )
 K_LINE = "    constexpr int K = KERNEL5_VECS;\n"
+NO_SINGLE = '    static_assert(CLUSTER > 1, "a row that fits one block runs kernel 3");\n'
+"""Rung 5's guard against a cluster of one (rung 4 has the same line): lifted in rung 5's copy,
+where a cluster of one is a block that exchanges with itself."""
 ANCHOR = "MK_FOR_EACH_DTYPE(RMSNORM5)\n"
 
 
@@ -91,6 +106,10 @@ def with_candidates(src: str) -> str:
     for text in (HEAD, K_LINE, ANCHOR):
         if src.count(text) != 1:
             raise SystemExit(f"probe_rmsnorm_forward_long: rmsnorm.cu changed; update:\n{text}")
+    rung5 = src.index(HEAD)
+    if src.count(NO_SINGLE) != 2 or src.find(NO_SINGLE, rung5) < 0:
+        raise SystemExit(f"probe_rmsnorm_forward_long: rmsnorm.cu changed; update:\n{NO_SINGLE}")
+    src = src[:rung5] + src[rung5:].replace(NO_SINGLE, "", 1)
     src = src.replace(HEAD, HEAD.replace("int CLUSTER>", "int CLUSTER, int KV = KERNEL5_VECS>"))
     src = src.replace(K_LINE, "    constexpr int K = KV;  // probe: vectors a thread\n")
     extra = []
