@@ -22,7 +22,10 @@ the loads in flight per SM (threads x vectors x 16 bytes: 256 x 32 x 16 = 128 KB
 per SM, as much as 2048 threads x 4 vectors). If the instruction count is what holds rung 5's
 DRAM back at these rows, QuACK's shape should reach QuACK's time. On the H200 it did not: every
 candidate was slower than the shipped rungs at every row, the more vectors a thread held the
-slower (the fused-rmsnorm page, rung 5, says more). It prints, it writes nothing: the course's
+slower (the fused-rmsnorm page, rung 5, says more). A later run (2026-12-02, 3 rounds, without
+QuACK) added one block of 1024 threads x 8 vectors per 128 KB row, no cluster, the shape of
+triton:2's whole rows: several per cent slower than the shipped rungs at 32768 fp32 and 65536
+bf16, and at 32768 fp32 well behind triton:2 in the lab. It prints, it writes nothing: the course's
 numbers come from ``nox -s labs``.
 """
 
