@@ -452,6 +452,7 @@ def test_clock_and_power_fields_format_with_units() -> None:
     assert render.format_value("sm_mhz", 1980, "en") == "1,980 MHz"
     assert render.format_value("sm_mhz", 1418.0, "es") == "1418 MHz"
     assert render.format_value("power_w", 699.6, "en") == "700 W"
+    assert render.format_value("power_limit_w", 700.0, "es") == "700 W"
     assert render.format_value("loop_sm_mhz", 1791, "en") == "1,791 MHz"
     assert render.format_value("loop_capped_frac", 0.652, "en") == "65\u202f%"
     assert render.format_value("loop_capped_frac", 1.0, "es") == "100\u202f%"

@@ -381,20 +381,6 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         )
 
     @env.macro
-    def power_limit(op: str, gpu: str | None = None) -> str:
-        """The board's power limit when the lab ran (the results' env ``power_limit_w``),
-        inline with its provenance; a results file from before the lab recorded it fails the
-        build, as a missing record does."""
-        f = load(op, gpu)
-        v = f.env.get("power_limit_w")
-        if v is None:
-            raise data.MissingResult(
-                f"{f.path.name}: no power_limit_w in its env (a run from before the lab "
-                "recorded the board's power limit); run `nox -s labs` again"
-            )
-        return inline(f, render.format_value("power_w", v, lang()))
-
-    @env.macro
     def ncu(
         op: str,
         impl: str,

@@ -216,6 +216,7 @@ FIELDS = {
     "loop_power_w": lambda v, lang: f"{fmt.integer(round(v), lang)} W",
     "loop_us": lambda v, lang: fmt.duration_us(v, lang),
     "energy_mJ": lambda v, lang: f"{fmt.sig(v, lang)}{fmt.THIN_NBSP}mJ",
+    "power_limit_w": lambda v, lang: f"{fmt.integer(round(v), lang)} W",  # env's
     "loop_sm_mhz": lambda v, lang: f"{fmt.integer(int(v), lang)} MHz",
     "loop_capped_frac": lambda v, lang: fmt.percent(v, lang, 0),
 }
