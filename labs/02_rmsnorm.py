@@ -521,5 +521,38 @@ for impl, m, n, dtype, pass_ in GAP_PROFILES:
         pass_="bwd" if pass_ == "bwd" else None,
     )
 
+# %% [markdown] lang="en"
+# One program per long row. `triton:2` holds three long rows whole, one program each (the
+# launch table's 32768-element rows in both dtypes and its 65536-element bf16 rows): fast at
+# 32768 fp32, where it is level with or ahead of the cluster rungs, and further behind them at
+# 32768 bf16. One forward call of each, and of rung 5 at 16384 x 32768 fp32 beside it, says
+# what the compiler made of a row that size (registers a thread, and the local-memory traffic
+# that counts what it spilled) and what the warps wait on.
+
+# %% [markdown] lang="es"
+# Un programa por fila larga. `triton:2` guarda enteras tres filas largas, un programa cada una
+# (las de 32768 elementos de la tabla de lanzamiento en los dos dtypes y las de 65536 en bf16):
+# rápido con 32768 en fp32, donde empata o gana a los peldaños con clusters, y más lejos de
+# ellos con 32768 en bf16. Una llamada al forward de cada una, y la del peldaño 5 en 16384 x
+# 32768 fp32 a su lado, dicen qué hizo el compilador con una fila de ese tamaño (registros por
+# hilo, y el tráfico de memoria local, que cuenta lo que desbordó) y en qué esperan los warps.
+
+# %%
+WHOLE_ROW_PROFILES = [
+    ("triton:2", 16384, 32768, FP32),
+    ("cuda:5", 16384, 32768, FP32),
+    ("triton:2", 32768, 32768, BF16),
+    ("triton:2", 32768, 65536, BF16),
+]
+for impl, m, n, dtype in WHOLE_ROW_PROFILES:
+    _free()
+    lab.profile(
+        impl,
+        [m, n],
+        str(dtype).removeprefix("torch."),
+        model_bytes=rn.fwd_bytes(m, n, dtype, dtype),
+        extra_args=["fwd"],
+    )
+
 # %%
 lab.save()

@@ -39,10 +39,10 @@ def test_excerpt_compares_dram_bytes_with_the_model() -> None:
 
 
 # The same two kernels with the work-per-byte metrics: instructions, issue slots, SM clock.
-CSV_WORK = """"ID","Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","dram__bytes_write.sum","smsp__inst_executed.sum","smsp__issue_active.avg.pct_of_peak_sustained_active","sm__cycles_elapsed.avg.per_second"
-"","","nsecond","byte","byte","inst","%","cycle/second"
-"0","k1","3000","1,000","500","1,536","40","1,980,000,000"
-"1","k2","1000","200","100","512","80","1,500,000,000"
+CSV_WORK = """"ID","Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","dram__bytes_write.sum","smsp__inst_executed.sum","smsp__issue_active.avg.pct_of_peak_sustained_active","sm__cycles_elapsed.avg.per_second","l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum","l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum"
+"","","nsecond","byte","byte","inst","%","cycle/second","sector","sector"
+"0","k1","3000","1,000","500","1,536","40","1,980,000,000","0","0"
+"1","k2","1000","200","100","512","80","1,500,000,000","1,000","250"
 """
 
 
@@ -57,6 +57,9 @@ def test_excerpt_counts_instructions_per_byte() -> None:
     assert rows["warp instructions / KB of model"].strip() == "1024.0"
     assert rows["issue slots busy"].strip() == "50.0 %"
     assert rows["SM clock"].strip() == "1860 MHz"
+    # the second kernel spilled: its local sectors, summed, as bytes
+    assert (m["local_ld_sectors"], m["local_st_sectors"]) == (1000, 250)
+    assert rows["local (spill) bytes ld / st"].strip() == "32,000 / 8,000"
 
 
 def test_excerpt_without_work_metrics_has_no_such_rows() -> None:
@@ -64,6 +67,7 @@ def test_excerpt_without_work_metrics_has_no_such_rows() -> None:
     them, rather than zeros."""
     text = format_excerpt(summarize(parse_raw_csv(CSV)), model_bytes=1800)
     assert "warp instructions" not in text and "SM clock" not in text
+    assert "spill" not in text
 
 
 def test_profile_passes_env_to_the_profiled_process(monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -598,56 +598,71 @@ def test_default_impl_off_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_default_impl_by_row_length(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a GPU with clusters the default forward is triton:2 up to DEFAULT_TRITON_MAX elements
-    and the top of the CUDA ladder past it, and the default backward is CUDA C wherever a CUDA
-    kernel applies; without clusters, triton:2 and Triton's backward at every length. (A
-    stand-in tensor that says it is on a GPU: the rule, not the kernels, is under test here.)"""
+    (DEFAULT_TRITON_MAX_FP32 for fp32 rows) and the top of the CUDA ladder past it, and the
+    default backward is CUDA C wherever a CUDA kernel applies; without clusters, triton:2 and
+    Triton's backward at every length. (A stand-in tensor that says it is on a GPU: the rule,
+    not the kernels, is under test here.)"""
     import types
 
     import minikernel.cuda as mc
     from minikernel.kernels.rmsnorm import (
         DEFAULT_TRITON_MAX,
+        DEFAULT_TRITON_MAX_FP32,
         default_backward_is_cuda,
         default_impl,
     )
 
-    def on_gpu(n: int) -> types.SimpleNamespace:
-        return types.SimpleNamespace(is_cuda=True, device=torch.device("cuda", 0), shape=(4, n))
+    def on_gpu(n: int, dtype: torch.dtype = torch.bfloat16) -> types.SimpleNamespace:
+        return types.SimpleNamespace(
+            is_cuda=True, device=torch.device("cuda", 0), shape=(4, n), dtype=dtype
+        )
 
     monkeypatch.setattr(mc, "clusters_available", lambda device=None: True)
-    assert default_impl(on_gpu(1)) == "triton:2"
-    assert default_impl(on_gpu(DEFAULT_TRITON_MAX)) == "triton:2"
+    assert DEFAULT_TRITON_MAX < DEFAULT_TRITON_MAX_FP32
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        assert default_impl(on_gpu(1, dtype)) == "triton:2"
+        assert default_impl(on_gpu(DEFAULT_TRITON_MAX, dtype)) == "triton:2"
+        assert default_impl(on_gpu(4, dtype), n=131072) == "cuda:6"  # normalized_shape of dims
+    # 16384 < n <= 32768: the one band where the choice turns on the dtype
     assert default_impl(on_gpu(DEFAULT_TRITON_MAX + 1)) == "cuda:6"
-    assert default_impl(on_gpu(4), n=131072) == "cuda:6"  # normalized_shape of several dims
+    assert default_impl(on_gpu(DEFAULT_TRITON_MAX + 1, torch.float16)) == "cuda:6"
+    assert default_impl(on_gpu(DEFAULT_TRITON_MAX_FP32, torch.float32)) == "triton:2"
+    assert default_impl(on_gpu(DEFAULT_TRITON_MAX_FP32 + 1, torch.float32)) == "cuda:6"
     assert default_backward_is_cuda(on_gpu(1024))
     monkeypatch.setattr(mc, "clusters_available", lambda device=None: False)
     for n in (1, DEFAULT_TRITON_MAX + 1, 131072):
-        assert default_impl(on_gpu(n)) == "triton:2"
+        for dtype in (torch.bfloat16, torch.float32):
+            assert default_impl(on_gpu(n, dtype)) == "triton:2"
     assert not default_backward_is_cuda(on_gpu(1024))
     assert not default_backward_is_cuda(torch.zeros(2, 8))  # the CPU: never
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    "n",
+    ("n", "dtype"),
     [
-        1024,  # triton:2 forward, the warp-per-row CUDA backward
-        4097,  # triton:2 forward, Triton's backward (no CUDA kernel takes it)
-        32768,  # the CUDA ladder (rung 5's kernel), the fixed-length CUDA backward
-        32769,  # the CUDA ladder's fallback for rows it cannot vectorise, Triton's backward
-        131072,  # a cluster both ways
+        (1024, torch.bfloat16),  # triton:2 forward, the warp-per-row CUDA backward
+        (4097, torch.bfloat16),  # triton:2 forward, Triton's backward (no CUDA kernel takes it)
+        (32768, torch.bfloat16),  # the CUDA ladder (rung 5's kernel), the fixed-length backward
+        (32768, torch.float32),  # triton:2 holding the row whole, the fixed-length backward
+        (32769, torch.bfloat16),  # the CUDA ladder's fallback for rows it cannot vectorise
+        (131072, torch.bfloat16),  # a cluster both ways
     ],
 )
-def test_default_impl_on_the_gpu_runs_and_agrees(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """sm_90+ with the bindings: the default forward by row length, the CUDA backward wherever
-    it applies whichever forward ran (a spy counts the CUDA backward's launches); the default
-    call, forward and backward, matches the reference."""
+def test_default_impl_on_the_gpu_runs_and_agrees(
+    n: int, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sm_90+ with the bindings: the default forward by row length and dtype, the CUDA backward
+    wherever it applies whichever forward ran (a spy counts the CUDA backward's launches); the
+    default call, forward and backward, matches the reference."""
     import minikernel.kernels.rmsnorm as rn
     from minikernel.cuda import clusters_available
 
-    x = torch.randn(3, n, device="cuda", dtype=torch.bfloat16)
-    w = torch.rand(n, device="cuda", dtype=torch.bfloat16) + 0.5
+    x = torch.randn(3, n, device="cuda", dtype=dtype)
+    w = torch.rand(n, device="cuda", dtype=dtype) + 0.5
     clusters = clusters_available(x.device)
-    long_row = clusters and n > rn.DEFAULT_TRITON_MAX
+    limit = rn.DEFAULT_TRITON_MAX_FP32 if dtype == torch.float32 else rn.DEFAULT_TRITON_MAX
+    long_row = clusters and n > limit
     expected = "cuda:6" if long_row else "triton:2"
     assert rn.default_impl(x) == expected
     ran = []

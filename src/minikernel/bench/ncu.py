@@ -38,6 +38,10 @@ METRICS: list[tuple[str, str]] = [
     ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "ld_sectors"),
     ("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", "st_requests"),
     ("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "st_sectors"),
+    # Local memory: what a thread keeps there is mostly registers the compiler spilled. 32-byte
+    # sectors its loads and stores moved through L1 (zero when nothing spilled).
+    ("l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum", "local_ld_sectors"),
+    ("l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum", "local_st_sectors"),
     ("launch__grid_size", "grid_size"),
     ("launch__block_size", "block_size"),
     # Work per byte: warp-level instructions issued, the share of the schedulers' issue slots
@@ -157,6 +161,8 @@ def summarize(kernels: list[dict[str, Any]]) -> dict[str, Any]:
         "registers_per_thread": per_kernel[0]["registers_per_thread"],
         "grid_size": per_kernel[0]["grid_size"],
         "block_size": per_kernel[0]["block_size"],
+        "local_ld_sectors": _sum_or_none(per_kernel, "local_ld_sectors"),
+        "local_st_sectors": _sum_or_none(per_kernel, "local_st_sectors"),
         "warp_instructions": _sum_or_none(per_kernel, "warp_instructions"),
         "issue_active_pct": weighted("issue_active_pct"),
         "sm_clock_hz": weighted("sm_clock_hz"),
@@ -194,6 +200,9 @@ def format_excerpt(metrics: dict[str, Any], model_bytes: int | None) -> str:
         if metrics.get(key) is not None:
             rows.append((label, f"{metrics[key]:.2f}"))
     # Excerpts taken before these metrics were collected do not have them.
+    if metrics.get("local_ld_sectors") is not None or metrics.get("local_st_sectors") is not None:
+        ld, st = metrics.get("local_ld_sectors") or 0, metrics.get("local_st_sectors") or 0
+        rows.append(("local (spill) bytes ld / st", f"{32 * ld:,} / {32 * st:,}"))
     if metrics.get("warp_instructions") is not None:
         rows.append(("warp instructions", f"{metrics['warp_instructions']:,}"))
         if model_bytes:

@@ -899,21 +899,28 @@ on a GPU with clusters; longer rows go to the top of the CUDA ladder. Lab 02 on 
 ``triton:2`` the fastest forward of ours at every length up to 16384 in both dtypes, the
 cluster rungs from 32768 (the fused-RMSNorm page checks both against the results)."""
 
+DEFAULT_TRITON_MAX_FP32 = 32768
+"""The same bound for fp32 rows: ``triton:2`` holds a 32768-element fp32 row whole in one
+program of 32 warps, and lab 02 found it ahead of the cluster rungs there, while at 32768
+16-bit elements the clusters stay ahead (the page checks both)."""
+
 
 def default_impl(t: torch.Tensor, n: int | None = None) -> str:
     """The forward :func:`rms_norm` runs when no impl is named, for rows of ``n`` elements
     (``t``'s last dimension by default). On sm_90+ GPUs with NVIDIA's Python bindings,
-    ``triton:2`` for rows of up to DEFAULT_TRITON_MAX elements and ``cuda:6`` past it (which
-    falls back to rungs 5, 4, 3 and below where its own kernel does not apply); ``triton:2``
-    on other GPUs and under Triton's interpreter; PyTorch otherwise. The default call's
-    backward is chosen apart from its forward (see :func:`default_backward_is_cuda`)."""
+    ``triton:2`` for rows of up to DEFAULT_TRITON_MAX elements (DEFAULT_TRITON_MAX_FP32 for
+    fp32 rows) and ``cuda:6`` past it (which falls back to rungs 5, 4, 3 and below where its
+    own kernel does not apply); ``triton:2`` on other GPUs and under Triton's interpreter;
+    PyTorch otherwise. The default call's backward is chosen apart from its forward (see
+    :func:`default_backward_is_cuda`)."""
     if t.is_cuda:
         from minikernel.cuda import clusters_available
 
         if not clusters_available(t.device):
             return "triton:2"
         n = t.shape[-1] if n is None else n
-        return "triton:2" if n <= DEFAULT_TRITON_MAX else "cuda:6"
+        limit = DEFAULT_TRITON_MAX_FP32 if t.dtype == torch.float32 else DEFAULT_TRITON_MAX
+        return "triton:2" if n <= limit else "cuda:6"
     if os.environ.get("TRITON_INTERPRET") == "1":
         return "triton:2"
     return "torch"
