@@ -456,6 +456,9 @@ def test_clock_and_power_fields_format_with_units() -> None:
     assert render.format_value("loop_sm_mhz", 1791, "en") == "1,791 MHz"
     assert render.format_value("loop_capped_frac", 0.652, "en") == "65\u202f%"
     assert render.format_value("loop_capped_frac", 1.0, "es") == "100\u202f%"
+    # ncu's counts arrive as floats from its CSV; a page shows them whole
+    assert render.format_value("registers_per_thread", 55.0, "en") == "55"
+    assert render.format_value("block_size", 1024.0, "en") == "1,024"
 
 
 def test_ncu_excerpt_names_the_backward_pass() -> None:

@@ -219,6 +219,10 @@ FIELDS = {
     "power_limit_w": lambda v, lang: f"{fmt.integer(round(v), lang)} W",  # env's
     "loop_sm_mhz": lambda v, lang: f"{fmt.integer(int(v), lang)} MHz",
     "loop_capped_frac": lambda v, lang: fmt.percent(v, lang, 0),
+    # ncu counts that the CSV hands over as floats: whole numbers on a page
+    "registers_per_thread": lambda v, lang: fmt.integer(round(v), lang),
+    "block_size": lambda v, lang: fmt.integer(round(v), lang),
+    "grid_size": lambda v, lang: fmt.integer(round(v), lang),
 }
 
 
