@@ -357,9 +357,15 @@ measure_case(torch.bfloat16, M_E1, N_E1, "torch:unfused", "fwd")
 # %%
 _free()  # hand the cached memory back: ncu profiles in a process of its own
 model = rn.fwd_bytes(M_E1, N_E1, torch.bfloat16, torch.bfloat16)
+# each call against its own byte model: the chain's is the unfused one, kernel by kernel
+models = {
+    "triton:2": model,
+    "torch:eager": model,
+    "torch:unfused": rn.unfused_bytes(M_E1, N_E1, torch.bfloat16),
+}
 profiles = {
-    impl: lab.profile(impl, [M_E1, N_E1], "bfloat16", model_bytes=model, extra_args=["fwd"])
-    for impl in ("triton:2", "torch:eager", "torch:unfused")
+    impl: lab.profile(impl, [M_E1, N_E1], "bfloat16", model_bytes=b, extra_args=["fwd"])
+    for impl, b in models.items()
 }
 if profiles["triton:2"] and profiles["torch:eager"]:
     profiles = {impl: rec for impl, rec in profiles.items() if rec}
