@@ -191,6 +191,32 @@ def test_probe_softmax_short_compiles_every_layout_and_block(tmp_path: Path) -> 
             probe.with_candidates(src.replace(text, ""))
 
 
+def test_probe_softmax_cpasync_compiles_both_forms_without_spills(tmp_path: Path) -> None:
+    """labs/probe_softmax_cpasync.py stages rung 15's rows in shared memory: a kernel per form
+    and block size for each shape's shipped layout, compiled for sm_90 without spilling, the
+    form that reads shared memory in passes at fewer registers than the one that reloads the
+    row into registers; the probe stops if its anchor in softmax.cu is gone."""
+    from minikernel.cuda import compile_file
+    from minikernel.kernels.softmax.cuda_kernels import CU_FILE
+
+    probe = _load_probe("probe_softmax_cpasync")
+    src = CU_FILE.read_text()
+    path = tmp_path / "softmax_cpasync.cu"
+    path.write_text(probe.with_candidates(src))
+    built = compile_file(path, "sm_90")
+    for _, _, dtype_name, lanes, vpt in probe.SHAPES:
+        for block in probe.BLOCKS:
+            uses = [
+                built.usage[probe.kernel_name(dtype_name, lanes, vpt, block, form)]
+                for form in range(len(probe.FORMS))
+            ]
+            assert all(u.spill_stores == u.spill_loads == 0 for u in uses), uses
+            assert uses[1].registers < uses[0].registers, uses
+    assert "softmax_kernel15_l16_v5_bf16" in built.kernel_names  # the shipped ones stay
+    with pytest.raises(SystemExit, match=r"softmax\.cu changed"):
+        probe.with_candidates(src.replace(probe.ANCHOR, ""))
+
+
 def test_probe_rmsnorm_forward_weights_stamps_every_planned_shape() -> None:
     """labs/probe_rmsnorm_forward_weights.py appends its two kernels to rmsnorm.cu, stamped for
     every (threads, cluster) rung 5 plans at the probe's shapes, and stops if rmsnorm.cu no
