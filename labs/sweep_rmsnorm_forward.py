@@ -7,7 +7,9 @@ For each row length from 1024 to 16384 it times every (rows per program, warps) 
 hold 1 to 16 vectors of 16 bytes, with x kept in registers or loaded again after the sum
 (RELOAD), and prints the fastest against the copy ceiling's time for the same bytes. The table
 ``_FWD_WHOLE_ROW`` in src/minikernel/kernels/rmsnorm/triton_kernels.py holds what this sweep
-picked on an H200; on another GPU, run it and compare. It prints, it writes nothing: the
+picked on an H200; on another GPU, run it and compare. ``--rows 1 2`` times two long rows per
+program too: at 32768 bf16 on the H200, two rows over 32 warps (the bytes per program of a
+65536-element row) were no faster than one row over 16 warps. It prints, it writes nothing: the
 course's numbers come from ``nox -s labs``.
 """
 
@@ -47,13 +49,15 @@ def launch(x, w, y, rstd, rows: int, warps: int, reload: bool):  # type: ignore[
     )
 
 
-def sweep(dtype: torch.dtype, m: int, n: int, gbps: float, top: int) -> None:
+def sweep(
+    dtype: torch.dtype, m: int, n: int, gbps: float, top: int, rows_list: list[int] | None = None
+) -> None:
     x, w = make_inputs(m, n, dtype, "cuda", 1)[:2]
     y, rstd = torch.empty_like(x), torch.empty(m, device="cuda", dtype=torch.float32)
     ideal_us = 2 * m * n * x.element_size() / (gbps * 1e3)
     cfg = tk.fwd_config(n, x.element_size())
     timed = []
-    for rows in (1, 2, 4) if n <= 2048 else (1,):
+    for rows in rows_list or ((1, 2, 4) if n <= 2048 else (1,)):
         for warps in (1, 2, 4, 8, 16, 32):
             vectors = rows * n * x.element_size() // (32 * warps * 16)
             if not 1 <= vectors <= 16:
@@ -85,6 +89,13 @@ def main() -> None:
         "where fwd_config walks them in tiles)",
     )
     parser.add_argument("--dtype", choices=("bfloat16", "float32"), help="only this dtype")
+    parser.add_argument(
+        "--rows",
+        type=int,
+        nargs="*",
+        help="rows per program to time (default: 1, 2 and 4 up to 2048 elements, 1 past it); "
+        "two rows of a long row put twice the bytes behind each program",
+    )
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("sweep_rmsnorm_forward: needs a CUDA GPU")
@@ -94,7 +105,7 @@ def main() -> None:
         if args.dtype and dtype != getattr(torch, args.dtype):
             continue
         for n in args.n or LENGTHS:
-            sweep(dtype, m, n, gbps, args.top)
+            sweep(dtype, m, n, gbps, args.top, args.rows)
             torch.cuda.empty_cache()
 
 
