@@ -32,7 +32,18 @@ def tests(session: nox.Session) -> None:
     the browser tests, which need Chromium: `apt-get install chromium`; skipped without it
     outside CI)."""
     _install_cpu(session, "tests", "docs")
-    session.run("pytest", *session.posargs)
+    session.run("pytest", *_workers(session.posargs), *session.posargs)
+
+
+def _workers(posargs: list[str]) -> list[str]:
+    """pytest-xdist options for the suite, unless the command line already chooses (`-n 0`
+    runs it in one process). Most of its time is NVRTC compiling the course's .cu files, one
+    core each: a worker per core, up to four (each compile holds its own memory), and every
+    test file on one worker, so that a file's compiles are shared by its tests."""
+    if any(a.startswith(("-n", "--numprocesses", "--dist")) for a in posargs):
+        return []
+    workers = min(os.cpu_count() or 1, 4)
+    return ["-n", str(workers), "--dist", "loadfile"] if workers > 1 else []
 
 
 @nox.session
