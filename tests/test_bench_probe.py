@@ -390,3 +390,30 @@ def test_probe_rmsnorm_forward_long_compiles_every_candidate_without_spills(
             assert use.registers * t * minb <= 65536, (t, k, c, use)  # its blocks fit
     with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
         probe.with_candidates(src.replace(probe.K_LINE, ""))
+
+
+def test_probe_rmsnorm_forward_bulk_compiles_every_candidate_and_fits(tmp_path: Path) -> None:
+    """labs/probe_rmsnorm_forward_bulk.py moves each block's slice with the copy engine's bulk
+    copies: every candidate's slices make its row, each kernel compiles for sm_90 without
+    spilling, and its registers and shared memory let the blocks per SM it asks for fit (65536
+    registers and 228 KB an SM, 1 KB of it reserved per block); the probe stops if its anchor in
+    rmsnorm.cu is gone."""
+    import minikernel.kernels.rmsnorm as rn
+    from minikernel.cuda import compile_file
+
+    probe = _load_probe("probe_rmsnorm_forward_bulk")
+    src = rn.CU_FILE.read_text()
+    path = tmp_path / "rmsnorm_bulk.cu"
+    path.write_text(probe.with_candidates(src))
+    usage = compile_file(path, "sm_90").usage
+    for (_, n), launches in probe.CANDIDATES.items():
+        for t, kb, c, minb, v in launches:
+            probe.check_shape(n, t, kb, c)
+            use = usage[probe.kernel_name(n, t, kb, c, v)]
+            assert use.spill_stores == use.spill_loads == 0, (n, t, kb, c, v, use)
+            assert use.registers * t * minb <= 65536, (n, t, c, v, use)
+            assert (kb * 1024 + use.shared_bytes + 1024) * minb <= 228 * 1024, (n, t, kb, v)
+    with pytest.raises(SystemExit, match=r"is not 32768"):
+        probe.check_shape(32768, 256, 32, 4)
+    with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
+        probe.with_candidates(src.replace(probe.ANCHOR, ""))
