@@ -68,6 +68,9 @@ CANDIDATES = {
         (256, 32, 2, 6, "chunks4"),
         (256, 32, 2, 6, "ef"),
         (256, 32, 2, 4, "early"),
+        (256, 32, 2, 5, "early"),
+        (256, 32, 2, 6, "wpf"),
+        (128, 16, 4, 8, "early"),
     ],
     (32768, 65536): [
         (256, 32, 4, 6, ""),
@@ -76,6 +79,9 @@ CANDIDATES = {
         (256, 32, 4, 6, "chunks4"),
         (256, 32, 4, 6, "ef"),
         (256, 32, 4, 4, "early"),
+        (256, 32, 4, 5, "early"),
+        (256, 32, 4, 6, "wpf"),
+        (128, 16, 8, 8, "early"),
     ],
     (32768, 131072): [
         (256, 32, 8, 6, ""),
@@ -84,13 +90,17 @@ CANDIDATES = {
         (256, 32, 8, 6, "chunks4"),
         (256, 32, 8, 6, "ef"),
         (256, 32, 8, 4, "early"),
+        (256, 32, 8, 5, "early"),
+        (256, 32, 8, 6, "wpf"),
+        (128, 16, 16, 8, "early"),
     ],
 }
-VARIANTS = {  # name -> (pieces of the load, evict-first store, weights early)
-    "": (1, False, False),
-    "chunks4": (4, False, False),
-    "ef": (1, True, False),
-    "early": (1, False, True),
+VARIANTS = {  # name -> (pieces of the load, evict-first store, weights early, weights to L1)
+    "": (1, False, False, False),
+    "chunks4": (4, False, False, False),
+    "ef": (1, True, False, False),
+    "early": (1, False, True, False),
+    "wpf": (1, False, False, True),
 }
 ANCHOR = "MK_FOR_EACH_DTYPE(RMSNORM5)\n"
 
@@ -125,7 +135,7 @@ __device__ __forceinline__ void bulk_store(void* gmem, const void* smem, unsigne
 }
 
 template <typename T, typename W, int THREADS, int CLUSTER, int K, int PIECES, bool EVICT_FIRST,
-          bool EARLY_W>
+          bool EARLY_W, bool PREFETCH_W>
 __device__ __forceinline__ void rmsnorm_bulk(const T* x, const W* w, T* y, float* rstd_out,
                                              long long n, float eps) {
     constexpr int V = Vec<T>::N;
@@ -169,6 +179,13 @@ __device__ __forceinline__ void rmsnorm_bulk(const T* x, const W* w, T* y, float
                 const uint4 raw = __ldg(reinterpret_cast<const uint4*>(wr + j));
                 wv[k][c] = *reinterpret_cast<const Vec<W>*>(&raw);
             }
+        }
+    }
+    if constexpr (PREFETCH_W) {  // the weights on their way into L1, no registers held
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const W* p = wr + static_cast<long long>(tid + k * THREADS) * V;
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
         }
     }
     mbarrier_wait_parity(bar, 0);
@@ -224,9 +241,9 @@ def vectors(threads: int, slice_kb: int) -> int:
     return slice_kb * 1024 // (16 * threads)
 
 
-def kernel_name(n: int, t: int, kb: int, c: int, variant: str) -> str:
+def kernel_name(n: int, t: int, kb: int, c: int, minb: int, variant: str) -> str:
     tag = f"_{variant}" if variant else ""
-    return f"rmsnorm_bulk_n{n}_t{t}_s{kb}_c{c}{tag}_bf16_probe"
+    return f"rmsnorm_bulk_n{n}_t{t}_s{kb}_c{c}_b{minb}{tag}_bf16_probe"
 
 
 def with_candidates(src: str) -> str:
@@ -237,12 +254,12 @@ def with_candidates(src: str) -> str:
     extra = [BULK]
     for (_, n), launches in CANDIDATES.items():
         for t, kb, c, minb, v in launches:
-            pieces, ef, early = VARIANTS[v]
+            pieces, *flags = VARIANTS[v]
             args = f"mk_bf16, mk_bf16, {t}, {c}, {vectors(t, kb)}, {pieces}, "
-            args += f"{str(ef).lower()}, {str(early).lower()}"
+            args += ", ".join(str(f).lower() for f in flags)
             extra.append(
                 f'extern "C" __global__ void __cluster_dims__({c}, 1, 1) '
-                f"__launch_bounds__({t}, {minb}) {kernel_name(n, t, kb, c, v)}("
+                f"__launch_bounds__({t}, {minb}) {kernel_name(n, t, kb, c, minb, v)}("
                 "const mk_bf16* x, const mk_bf16* w, mk_bf16* y, float* rstd, long long n, "
                 f"float eps) {{ rmsnorm_bulk<{args}>(x, w, y, rstd, n, eps); }}\n"
             )
@@ -268,9 +285,9 @@ def probe(m: int, n: int, path: Path, rounds: int, gbps: float) -> None:
         launch = rn._launch_cuda5 if rung == 5 else rn._launch_cuda4
         return lambda out=y: launch(x, w, out, eps, rstd)
 
-    def candidate(t: int, kb: int, c: int, v: str):  # type: ignore[no-untyped-def]
+    def candidate(t: int, kb: int, c: int, minb: int, v: str):  # type: ignore[no-untyped-def]
         check_shape(n, t, kb, c)
-        kernel = get_kernel(path, kernel_name(n, t, kb, c, v))
+        kernel = get_kernel(path, kernel_name(n, t, kb, c, minb, v))
         if c > 1:
             kernel.allow_cluster_size(c)
         extra = (ctypes.c_int64(n), ctypes.c_float(eps))
@@ -284,11 +301,11 @@ def probe(m: int, n: int, path: Path, rounds: int, gbps: float) -> None:
     ref = shipped(5)(torch.empty_like(x)).clone()
     tol = 2**-7 * float(ref.float().abs().max())  # the sum's order differs
     cands = {"cuda:4 (shipped)": shipped(4), "cuda:5 (shipped)": shipped(5)}
-    for t, kb, c, _, v in CANDIDATES[(m, n)]:
-        use = get_kernel(path, kernel_name(n, t, kb, c, v)).usage
-        run = candidate(t, kb, c, v)
+    for t, kb, c, minb, v in CANDIDATES[(m, n)]:
+        use = get_kernel(path, kernel_name(n, t, kb, c, minb, v)).usage
+        run = candidate(t, kb, c, minb, v)
         nan = lambda run=run: run(torch.full_like(x, float("nan")))
-        label = f"bulk t{t} {kb}KB c{c}{' ' + v if v else ''}"
+        label = f"bulk t{t} {kb}KB c{c} b{minb}{' ' + v if v else ''}"
         admit(cands, label, run, ref, tol, str(use), check=nan)
     add_peer(cands, "quack", lambda: rn.make_runner("quack", [m, n], dtype, "fwd", seed=1))
     ideal = rn.fwd_bytes(m, n, dtype, dtype) / (gbps * 1e3)

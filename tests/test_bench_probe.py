@@ -409,7 +409,7 @@ def test_probe_rmsnorm_forward_bulk_compiles_every_candidate_and_fits(tmp_path: 
     for (_, n), launches in probe.CANDIDATES.items():
         for t, kb, c, minb, v in launches:
             probe.check_shape(n, t, kb, c)
-            use = usage[probe.kernel_name(n, t, kb, c, v)]
+            use = usage[probe.kernel_name(n, t, kb, c, minb, v)]
             assert use.spill_stores == use.spill_loads == 0, (n, t, kb, c, v, use)
             assert use.registers * t * minb <= 65536, (n, t, c, v, use)
             assert (kb * 1024 + use.shared_bytes + 1024) * minb <= 228 * 1024, (n, t, kb, v)
