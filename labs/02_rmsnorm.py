@@ -472,8 +472,9 @@ for impl in ["triton:2", "cuda:3", *(["quack"] if HAVE_QUACK else [])]:
 #
 # Four places where the last runs left ours close to QuACK and a profile would say more than
 # the timings. The forward at 32768 x 32768 and 32768 x 65536 bf16, the two rows where QuACK's
-# forward stayed ahead of ours with their spreads apart: the fastest of our rungs there (rung 4
-# at 64 KB rows, rung 5 at 128 KB) beside QuACK, the same bytes from each. The forward at
+# forward stayed ahead of ours with their spreads apart in some runs: the faster of rungs 4 and 5
+# there in the runs before (rung 4 at 64 KB rows, rung 5 at 128 KB) beside QuACK, the same bytes
+# from each. The forward at
 # 32768 x 131072 bf16, where rung 4 (`cuda:4`, each block's slice of the row in registers over
 # a cluster) is a little behind QuACK's forward, which stages its
 # slice in shared memory: the same bytes, so the question is what its warps wait on. The
@@ -489,17 +490,18 @@ for impl in ["triton:2", "cuda:3", *(["quack"] if HAVE_QUACK else [])]:
 #
 # Cuatro sitios donde las últimas ejecuciones dejaron lo nuestro cerca de QuACK y un perfil diría
 # más que los tiempos. El forward en 32768 x 32768 y 32768 x 65536 bf16, las dos filas donde el
-# forward de QuACK siguió por delante del nuestro con las dispersiones separadas: el más rápido de
-# nuestros peldaños allí (el 4 con filas de 64 KB, el 5 con las de 128 KB) junto a QuACK, con los
-# mismos bytes en cada pareja. El forward en 32768 x 131072 bf16, donde el peldaño 4 (`cuda:4`, el
-# trozo de la fila de cada bloque en registros sobre un cluster) va un poco por detrás del forward
-# de QuACK, que deja su trozo en memoria compartida: los mismos bytes, así que la pregunta es en qué
-# esperan sus warps. El forward en 16384 x 131072 fp32, donde el peldaño 6 (el orden de pasos de
-# QuACK en CUDA C) va por delante de QuACK en la medida corta y empata con él en el bucle de dos
-# segundos, donde gasta más energía por llamada: el peldaño 6, el 4 y QuACK, uno junto a otro. Y el
-# backward de filas cortas en 32768 x 1024 bf16, donde `cuda:3` ejecuta el kernel del anillo (un
-# warp por fila, con sus filas siguientes ya en camino por memoria compartida) y pasa del 85 % del
-# techo: qué ocupada tiene la DRAM, frente al backward de QuACK en la misma forma.
+# forward de QuACK siguió por delante del nuestro con las dispersiones separadas en algunas
+# ejecuciones: el más rápido de los peldaños 4 y 5 allí en las ejecuciones anteriores (el 4 con
+# filas de 64 KB, el 5 con las de 128 KB) junto a QuACK, con los mismos bytes en cada pareja. El
+# forward en 32768 x 131072 bf16, donde el peldaño 4 (`cuda:4`, el trozo de la fila de cada bloque
+# en registros sobre un cluster) va un poco por detrás del forward de QuACK, que deja su trozo en
+# memoria compartida: los mismos bytes, así que la pregunta es en qué esperan sus warps. El forward
+# en 16384 x 131072 fp32, donde el peldaño 6 (el orden de pasos de QuACK en CUDA C) va por delante
+# de QuACK en la medida corta y empata con él en el bucle de dos segundos, donde gasta más energía
+# por llamada: el peldaño 6, el 4 y QuACK, uno junto a otro. Y el backward de filas cortas en 32768
+# x 1024 bf16, donde `cuda:3` ejecuta el kernel del anillo (un warp por fila, con sus filas
+# siguientes ya en camino por memoria compartida) y pasa del 85 % del techo: qué ocupada tiene la
+# DRAM, frente al backward de QuACK en la misma forma.
 
 # %%
 BF16, FP32 = torch.bfloat16, torch.float32
