@@ -34,8 +34,15 @@ Byte model and prediction: the same bytes as every forward (x read, y written, t
 L2), so the same floor. The copy engine takes the per-thread load and store instructions and their
 address arithmetic away, and lets shared memory, not registers, set the bytes in flight; if
 either is what keeps rung 4 behind QuACK, a 32 KB candidate should tie with QuACK or pass it.
-If every candidate stays behind, the lead is not in how the bytes are asked for. It prints, it
-writes nothing: the course's numbers come from ``nox -s labs``.
+If every candidate stays behind, the lead is not in how the bytes are asked for.
+
+On the H200 (2026-12-03, two runs of 5 rounds) the fastest bulk form was "early" at four blocks
+per SM: level with the shipped rungs at 32768 and 65536, QuACK still ahead of all of them, and
+a little ahead of QuACK and rung 5 at 131072 (under a per cent). Six blocks per SM (weights after
+the exchange, or prefetched into L1) were slower by up to a per cent and a half, the
+evict-first store by about two; 16 KB or 64 KB slices and a load in four pieces were no faster.
+The fused-rmsnorm page (section 7, rung 5) says more. It prints, it writes nothing: the course's
+numbers come from ``nox -s labs``.
 """
 
 from __future__ import annotations
