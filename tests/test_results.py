@@ -98,12 +98,30 @@ def test_lab_records_the_profiled_pass(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(ncu, "profile", fake_profile)
     lab = lab_mod.Lab.__new__(lab_mod.Lab)
-    lab.op, lab.ncu = "vector_add", []
+    lab.op, lab.ncu, lab.spent = "vector_add", [], dict.fromkeys(lab_mod.SPENT, 0.0)
     lab.profile("cuda:1", [8, 8], "float32", extra_args=["bwd"], pass_="bwd", config={"k": 1})
     lab.profile("cuda:1", [4, 4], "float32")
     assert calls[0]["extra_args"] == ["bwd"]
     assert lab.ncu[0]["pass"] == "bwd" and lab.ncu[0]["config"] == {"k": 1}
     assert "pass" not in lab.ncu[1] and "config" not in lab.ncu[1]
+    assert lab.spent["ncu"] > 0 and lab.spent["timing"] == 0  # both calls counted as ncu time
+
+
+def test_spent_line_says_where_a_labs_time_went() -> None:
+    """The summary a lab prints at save(): each kind that took time, in SPENT's order, then
+    the rest of the run; kinds with no time are left out, and bad input is refused."""
+    from minikernel.bench.lab import spent_line
+
+    line = spent_line("rmsnorm", {"idle": 60.0, "timing": 200.4, "loops": 0.0, "ncu": 150.0}, 500)
+    assert line == (
+        "[rmsnorm] 500 s in this lab: 60 s idle before cases, 200 s timing, "
+        "150 s Nsight Compute, 90 s the rest (checks, compiles, setup)"
+    )
+    assert spent_line("x", {}, 3.0).endswith(": 3 s the rest (checks, compiles, setup)")
+    with pytest.raises(ValueError, match="unknown kinds"):
+        spent_line("x", {"nap": 1.0}, 3.0)
+    with pytest.raises(ValueError, match="negative"):
+        spent_line("x", {"ncu": -1.0}, 3.0)
 
 
 @pytest.mark.parametrize(

@@ -102,6 +102,30 @@ def cooldown_seconds(nbytes: int | None, flops: int | None = None) -> float:
     return value
 
 
+SPENT = {
+    "idle": "idle before cases",
+    "timing": "timing",
+    "loops": "two-second loops",
+    "ncu": "Nsight Compute",
+}
+"""What a lab's seconds are counted under (Lab.spent), in the order its summary line gives them;
+the rest of the run (checks, compiles, peers' setup) is what they leave."""
+
+
+def spent_line(op: str, spent: Mapping[str, float], total_s: float) -> str:
+    """One line saying where a lab's ``total_s`` seconds went: each kind of SPENT that took any
+    time, then the rest. Raises ValueError on a kind SPENT does not name or on negative time."""
+    unknown = sorted(set(spent) - set(SPENT))
+    if unknown:
+        raise ValueError(f"spent_line: unknown kinds {unknown}; known: {sorted(SPENT)}")
+    if total_s < 0 or any(v < 0 for v in spent.values()):
+        raise ValueError(f"spent_line: negative seconds in {dict(spent)} or total {total_s}")
+    parts = [f"{spent[k]:.0f} s {label}" for k, label in SPENT.items() if spent.get(k, 0) > 0]
+    rest = max(total_s - sum(spent.values()), 0.0)
+    parts.append(f"{rest:.0f} s the rest (checks, compiles, setup)")
+    return f"[{op}] {total_s:.0f} s in this lab: " + ", ".join(parts)
+
+
 class Lab:
     def __init__(
         self,
@@ -112,6 +136,8 @@ class Lab:
         lab_file: str | None = None,
     ) -> None:
         require_gpu(op)
+        self.started = time.monotonic()
+        self.spent = dict.fromkeys(SPENT, 0.0)  # seconds by kind: the summary line at save()
         self.op = op
         self.variants = variants
         self.root = Path(root or os.environ.get("MINIKERNEL_RESULTS_DIR") or RESULTS_DIR)
@@ -170,9 +196,11 @@ class Lab:
         idle = cooldown_seconds(bytes, flops)
         if idle:
             time.sleep(idle)  # an idle GPU first: the clock the last case left is not ours
+            self.spent["idle"] += idle
         t0 = time.monotonic()
         t = time_gpu(run, graph=graph, rep_ms=rep_ms)
         clock = self.clocks.window(t0, time.monotonic())
+        self.spent["timing"] += time.monotonic() - t0
         seconds = t.median_us * 1e-6
         gbps = bytes / seconds / 1e9 if bytes is not None else None
         tflops = flops / seconds / 1e12 if flops is not None else None
@@ -209,6 +237,7 @@ class Lab:
             if used is not None:
                 rec.update(used)
                 rec.update(self.clocks.loop_window(t_loop, time.monotonic()) or {})
+            self.spent["loops"] += time.monotonic() - t_loop
         if ceiling not in ("copy_GBps", "bf16_mm_TFLOPs"):
             rec["ceiling"] = ceiling
         self.records.append(rec)
@@ -255,6 +284,7 @@ class Lab:
         so is ``pass_`` ("bwd" for an op's backward, which ``extra_args`` asks the runner for)."""
         from .ncu import NcuUnavailable, profile
 
+        t0 = time.monotonic()
         try:
             rec = profile(
                 self.op,
@@ -268,6 +298,8 @@ class Lab:
         except NcuUnavailable as exc:
             print(f"[{self.op}] ncu skipped: {exc}", flush=True)
             return None
+        finally:
+            self.spent["ncu"] += time.monotonic() - t0
         if config is not None:
             rec["config"] = config
         if pass_ is not None:
@@ -293,6 +325,7 @@ class Lab:
         path = results_path(self.op, self.slug, self.root)
         write_atomic(self.data(), path)
         print(f"[{self.op}] wrote {path} ({len(self.records)} records, {len(self.ncu)} ncu)")
+        print(spent_line(self.op, self.spent, time.monotonic() - self.started), flush=True)
         return path
 
 
