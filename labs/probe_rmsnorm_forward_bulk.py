@@ -64,44 +64,30 @@ from minikernel.bench.probe import (
     write_variants,
 )
 
-SLICE_KB = 32  # the slice of the first candidates, as rung 4's blocks
-# (rows, row length) of bf16 x and weight -> candidates (threads, slice in KB, cluster, blocks
-# per SM for __launch_bounds__, variant); every slice is whole: threads x 16 B divides it.
-CANDIDATES = {
-    (32768, 32768): [
-        (256, 32, 2, 6, ""),
-        (128, 32, 2, 6, ""),
-        (512, 64, 1, 3, ""),
-        (256, 32, 2, 6, "chunks4"),
-        (256, 32, 2, 6, "ef"),
-        (256, 32, 2, 4, "early"),
-        (256, 32, 2, 5, "early"),
-        (256, 32, 2, 6, "wpf"),
-        (128, 16, 4, 8, "early"),
-    ],
-    (32768, 65536): [
-        (256, 32, 4, 6, ""),
-        (128, 32, 4, 6, ""),
-        (512, 64, 2, 3, ""),
-        (256, 32, 4, 6, "chunks4"),
-        (256, 32, 4, 6, "ef"),
-        (256, 32, 4, 4, "early"),
-        (256, 32, 4, 5, "early"),
-        (256, 32, 4, 6, "wpf"),
-        (128, 16, 8, 8, "early"),
-    ],
-    (32768, 131072): [
-        (256, 32, 8, 6, ""),
-        (128, 32, 8, 6, ""),
-        (512, 64, 4, 3, ""),
-        (256, 32, 8, 6, "chunks4"),
-        (256, 32, 8, 6, "ef"),
-        (256, 32, 8, 4, "early"),
-        (256, 32, 8, 5, "early"),
-        (256, 32, 8, 6, "wpf"),
-        (128, 16, 16, 8, "early"),
-    ],
-}
+SLICE_KB = 32  # the slice of most candidates, as rung 4's blocks
+
+
+def candidates(n: int) -> list[tuple[int, int, int, int, str]]:
+    """The candidates for a bf16 row of ``n`` elements: (threads, slice in KB, cluster, blocks
+    per SM for __launch_bounds__, variant). 32 KB slices over the cluster that makes the row, in
+    blocks of 256 or 128 threads, plain and in each variant; 64 KB slices over half that cluster
+    (one block per 32768-element row, no cluster); 16 KB slices over twice it. Every slice is
+    whole: its threads x 16 B divide it."""
+    c = n * 2 // (SLICE_KB * 1024)
+    return [
+        (256, 32, c, 6, ""),
+        (128, 32, c, 6, ""),
+        (512, 64, c // 2, 3, ""),
+        (256, 32, c, 6, "chunks4"),
+        (256, 32, c, 6, "ef"),
+        (256, 32, c, 4, "early"),
+        (256, 32, c, 5, "early"),
+        (256, 32, c, 6, "wpf"),
+        (128, 16, 2 * c, 8, "early"),
+    ]
+
+
+CANDIDATES = {(32768, n): candidates(n) for n in (32768, 65536, 131072)}
 VARIANTS = {  # name -> (pieces of the load, evict-first store, weights early, weights to L1)
     "": (1, False, False, False),
     "chunks4": (4, False, False, False),
