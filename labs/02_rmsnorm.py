@@ -470,20 +470,18 @@ for impl in ["triton:2", "cuda:3", *(["quack"] if HAVE_QUACK else [])]:
 # %% [markdown] lang="en"
 # ## 6. Profile: the gaps left to QuACK
 #
-# Four places where the last runs left ours close to QuACK and a profile would say more than
-# the timings. The forward at 32768 x 32768 and 32768 x 65536 bf16, the two rows where QuACK's
-# forward stayed ahead of ours with their spreads apart in some runs: the faster of rungs 4 and 5
-# there in the runs before (rung 4 at 64 KB rows, rung 5 at 128 KB) beside QuACK, the same bytes
-# from each. The forward at
-# 32768 x 131072 bf16, where rung 4 (`cuda:4`, each block's slice of the row in registers over
-# a cluster) is a little behind QuACK's forward, which stages its
-# slice in shared memory: the same bytes, so the question is what its warps wait on. The
-# forward at 16384 x 131072 fp32, where rung 6 (QuACK's order of steps in CUDA C) is ahead of
-# QuACK in the short timing and level with it in the two-second loop, where it spends more
-# energy per call: rung 6, rung 4 and QuACK side by side. And the short-row backward at
-# 32768 x 1024 bf16, where `cuda:3` runs the ring kernel (a warp per row, its next rows on
-# their way through shared memory) and clears 85 % of the ceiling: how busy its DRAM is,
-# against QuACK's backward at the same shape.
+# Four places where the last runs left ours close to QuACK and a profile would say more than the
+# timings. The forward at 32768 x 32768 and 32768 x 65536 bf16, the two rows where QuACK's forward
+# stayed ahead of ours with their spreads apart in some runs: the faster of rungs 4 and 5 there in
+# the runs before (rung 4 at 64 KB rows, rung 5 at 128 KB) beside QuACK, the same bytes from each.
+# The forward at 32768 x 131072 bf16, where rung 4 (`cuda:4`, each block's slice of the row in
+# registers over a cluster) is a little behind QuACK's forward, which stages its slice in shared
+# memory: the same bytes, so the question is what its warps wait on. The forward at 16384 x 131072
+# fp32, where rung 6 (QuACK's order of steps in CUDA C) is ahead of QuACK in the short timing and
+# level with it in the two-second loop, where it spends more energy per call: rung 6, rung 4 and
+# QuACK side by side. And the short-row backward at 32768 x 1024 bf16, where `cuda:3` runs the ring
+# kernel (a warp per row, its next rows on their way through shared memory) and clears 85 % of the
+# ceiling: how busy its DRAM is, against QuACK's backward at the same shape.
 
 # %% [markdown] lang="es"
 # ## 6. Perfilar: las distancias que quedan con QuACK
