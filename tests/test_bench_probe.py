@@ -1,25 +1,17 @@
 """The probe helpers (minikernel.bench.probe) the side-probe scripts of labs/ share: the best of
-interleaved rounds, a peer that refuses, the printed table. No GPU: the timer is a stand-in."""
+interleaved rounds, a peer that refuses, the printed table. No GPU: the timer is a stand-in.
+The tests that compile a probe's kernels (a minute of NVRTC each) are in test_probe_*_kernels.py,
+two files that pytest-xdist can run side by side."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from probe_loader import load_probe
 
 from minikernel.bench.probe import add_peer, race, report
-
-
-def _load_probe(name: str) -> ModuleType:
-    """labs/<name>.py as a module (labs/ is not a package), for the tests of its text edits."""
-    path = Path(__file__).resolve().parent.parent / "labs" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
-    return probe
 
 
 def test_race_keeps_each_candidates_best_over_interleaved_rounds() -> None:
@@ -102,7 +94,7 @@ def test_softmax_loads_probe_still_applies() -> None:
     from minikernel.bench.probe import LOAD_HINTS
     from minikernel.kernels.softmax.cuda_kernels import CU_FILE
 
-    probe = _load_probe("probe_softmax_loads")
+    probe = load_probe("probe_softmax_loads")
     src = CU_FILE.read_text()
     out = probe.variants(src)
     assert set(out) == {"shipped", *LOAD_HINTS} and out["shipped"] == src
@@ -117,7 +109,7 @@ def test_probe_softmax_stores_edits_rung_14_only() -> None:
     must still be in softmax.cu once, and the copy must leave every other store as it is."""
     from minikernel.kernels.softmax.cuda_kernels import CU_FILE
 
-    probe = _load_probe("probe_softmax_stores")
+    probe = load_probe("probe_softmax_stores")
     src = CU_FILE.read_text()
     out = probe.variants(src)
     assert set(out) == {"shipped", "wb", "wb_mf"} and out["shipped"] == src
@@ -133,90 +125,6 @@ def test_probe_softmax_stores_edits_rung_14_only() -> None:
             probe.variants(src.replace(line, ""))
 
 
-def test_probe_softmax_slices_compiles_every_candidate_without_spills(tmp_path: Path) -> None:
-    """labs/probe_softmax_slices.py instantiates rung 16 for each candidate slice after the
-    last of softmax.cu's: every candidate's kernel is in the compiled copy, covers its row
-    exactly, and compiles for sm_90 without spilling (a spilled candidate would time the
-    spills, not the slice); the probe stops if its anchor line is gone."""
-    import torch
-
-    from minikernel.cuda import compile_file
-    from minikernel.kernels.softmax.cuda_kernels import CU_FILE
-
-    probe = _load_probe("probe_softmax_slices")
-    src = CU_FILE.read_text()
-    path = tmp_path / "softmax_slices.cu"
-    path.write_text(probe.with_candidates(src))
-    usage = compile_file(path, "sm_90").usage
-    for (m, n, dtype_name), launches in probe.CANDIDATES.items():
-        for t, k, c, _ in launches:
-            plan = probe.candidate_plan(m, n, dtype_name, t, k, c)
-            assert plan.per_block * c * (16 // getattr(torch, dtype_name).itemsize) == n
-            use = usage[plan.kernel]
-            assert use.spill_stores == use.spill_loads == 0, (plan.kernel, use)
-    with pytest.raises(SystemExit, match=r"softmax\.cu changed"):
-        probe.with_candidates(src.replace(probe.ANCHOR, ""))
-
-
-def test_probe_softmax_short_compiles_every_layout_and_block(tmp_path: Path) -> None:
-    """labs/probe_softmax_short.py gives rung 15 a block-size parameter (default 128, rung 15's)
-    and a kernel per layout and block size: each covers its row, launches whole lane groups, and
-    compiles for sm_90 without spilling, next to the shipped kernels (the copy keeps them); the
-    probe stops if a line it edits is gone."""
-    import torch
-
-    from minikernel.cuda import compile_file
-    from minikernel.kernels.softmax.cuda_kernels import CU_FILE, KERNEL15_VPT_MAX
-
-    probe = _load_probe("probe_softmax_short")
-    src = CU_FILE.read_text()
-    path = tmp_path / "softmax_short.cu"
-    path.write_text(probe.with_candidates(src))
-    built = compile_file(path, "sm_90")
-    for m, n, dtype_name in probe.SHAPES:
-        dtype = getattr(torch, dtype_name)
-        nvec = n // (16 // dtype.itemsize)
-        found = probe.layouts(nvec, dtype_name)
-        assert found and all(lanes * vpt >= nvec for lanes, vpt in found)
-        assert all(vpt <= KERNEL15_VPT_MAX[dtype] for _, vpt in found)
-        for lanes, vpt in found:
-            for t in probe.THREADS:
-                plan = probe.candidate_plan(m, n, dtype_name, lanes, vpt, t)
-                assert plan.grid * (t // lanes) >= m and t % 32 == 0
-                use = built.usage[plan.kernel]
-                assert use.spill_stores == use.spill_loads == 0, (plan.kernel, use)
-    assert "softmax_kernel15_l16_v5_bf16" in built.kernel_names  # the shipped ones stay
-    for text in (probe.HEAD, probe.ROWS, probe.ANCHOR):
-        with pytest.raises(SystemExit, match=r"softmax\.cu changed"):
-            probe.with_candidates(src.replace(text, ""))
-
-
-def test_probe_softmax_cpasync_compiles_both_forms_without_spills(tmp_path: Path) -> None:
-    """labs/probe_softmax_cpasync.py stages rung 15's rows in shared memory: a kernel per form
-    and block size for each shape's shipped layout, compiled for sm_90 without spilling, the
-    form that reads shared memory in passes at fewer registers than the one that reloads the
-    row into registers; the probe stops if its anchor in softmax.cu is gone."""
-    from minikernel.cuda import compile_file
-    from minikernel.kernels.softmax.cuda_kernels import CU_FILE
-
-    probe = _load_probe("probe_softmax_cpasync")
-    src = CU_FILE.read_text()
-    path = tmp_path / "softmax_cpasync.cu"
-    path.write_text(probe.with_candidates(src))
-    built = compile_file(path, "sm_90")
-    for _, _, dtype_name, lanes, vpt in probe.SHAPES:
-        for block in probe.BLOCKS:
-            uses = [
-                built.usage[probe.kernel_name(dtype_name, lanes, vpt, block, form)]
-                for form in range(len(probe.FORMS))
-            ]
-            assert all(u.spill_stores == u.spill_loads == 0 for u in uses), uses
-            assert uses[1].registers < uses[0].registers, uses
-    assert "softmax_kernel15_l16_v5_bf16" in built.kernel_names  # the shipped ones stay
-    with pytest.raises(SystemExit, match=r"softmax\.cu changed"):
-        probe.with_candidates(src.replace(probe.ANCHOR, ""))
-
-
 def test_probe_rmsnorm_forward_weights_stamps_every_planned_shape() -> None:
     """labs/probe_rmsnorm_forward_weights.py appends its two kernels to rmsnorm.cu, stamped for
     every (threads, cluster) rung 5 plans at the probe's shapes, and stops if rmsnorm.cu no
@@ -225,7 +133,7 @@ def test_probe_rmsnorm_forward_weights_stamps_every_planned_shape() -> None:
 
     from minikernel.kernels.rmsnorm import CU_FILE, plan5
 
-    probe = _load_probe("probe_rmsnorm_forward_weights")
+    probe = load_probe("probe_rmsnorm_forward_weights")
     src = CU_FILE.read_text()
     text = probe.with_probe_kernels(src)
     assert text.startswith(src) and text.endswith("#endif\n")
@@ -316,104 +224,3 @@ def test_launch_from_points_the_module_at_the_copy_and_clears_its_cache() -> Non
     with pytest.raises(ZeroDivisionError):
         failing()
     assert Path("/real/op.cu") == module.CU_FILE
-
-
-def test_probe_rmsnorm_forward_slices_compiles_every_candidate_without_spills(
-    tmp_path: Path,
-) -> None:
-    """labs/probe_rmsnorm_forward_slices.py instantiates rung 5 for every block that makes each
-    of its rows with four vectors a thread: the shipped block of each row is among them, every
-    candidate's kernel is in the compiled copy and compiles for sm_90 without spilling (a
-    spilled candidate would time the spills, not the slice); the probe stops if the entry list
-    it replaces is gone."""
-    import torch
-
-    import minikernel.kernels.rmsnorm as rn
-    from minikernel.cuda import compile_file
-
-    probe = _load_probe("probe_rmsnorm_forward_slices")
-    src = rn.CU_FILE.read_text()
-    path = tmp_path / "rmsnorm_slices.cu"
-    path.write_text(probe.with_candidates(src))
-    usage = compile_file(path, "sm_90").usage
-    for m, n, dtype_name in probe.SHAPES:
-        dtype = getattr(torch, dtype_name)
-        cands = probe.candidates(n, dtype_name)
-        assert len(cands) >= 2, (n, dtype_name)  # something to race the shipped block against
-        shipped = rn.plan5(m, n, dtype, (9, 0), True) or rn.plan4(m, n, dtype, (9, 0))
-        assert (shipped.threads, shipped.cluster) in cands
-        for t, c in cands:
-            assert t * rn.KERNEL4_VECS * c * (16 // dtype.itemsize) == n
-            use = usage[probe.kernel_name(t, c, dtype_name)]
-            assert use.spill_stores == use.spill_loads == 0, (t, c, dtype_name, use)
-    # the cluster of one: a 64 KB bf16 row in one block of 1024 threads, rung 5's guard lifted
-    # in its copy only (rung 4 keeps its own)
-    assert (1024, 1) in probe.candidates(32768, "bfloat16")
-    assert path.read_text().count("static_assert(CLUSTER > 1") == 1
-    with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
-        probe.with_candidates(
-            src.replace("RMSNORM5_ENTRY(SUFFIX, T, W", "RMSNORM5_ONE(SUFFIX, T, W")
-        )
-    with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
-        probe.with_candidates(
-            src.replace("static_assert(CLUSTER > 1", "static_assert(CLUSTER >= 1")
-        )
-
-
-def test_probe_rmsnorm_forward_long_compiles_every_candidate_without_spills(
-    tmp_path: Path,
-) -> None:
-    """labs/probe_rmsnorm_forward_long.py gives rung 5 the vectors a thread holds as a template
-    parameter (the shipped kernels keep KERNEL5_VECS) and a kernel per candidate: each makes its
-    row exactly and compiles for sm_90 without spilling within its register budget, and the
-    shipped kernels compile as before; the probe stops if a line it edits is gone."""
-    import torch
-
-    import minikernel.kernels.rmsnorm as rn
-    from minikernel.cuda import compile_file
-
-    probe = _load_probe("probe_rmsnorm_forward_long")
-    src = rn.CU_FILE.read_text()
-    path = tmp_path / "rmsnorm_long.cu"
-    path.write_text(probe.with_candidates(src))
-    usage = compile_file(path, "sm_90").usage
-    assert (
-        usage["rmsnorm_kernel5_t512_c8_f32"]
-        == compile_file(rn.CU_FILE, "sm_90").usage["rmsnorm_kernel5_t512_c8_f32"]
-    )
-    for (_, n, dtype_name), launches in probe.CANDIDATES.items():
-        vn = 16 // getattr(torch, dtype_name).itemsize
-        for t, k, c, minb in launches:
-            assert probe.per_block(n, dtype_name, t, k, c) * c * vn == n
-            use = usage[probe.kernel_name(dtype_name, t, k, c)]
-            assert use.spill_stores == use.spill_loads == 0, (t, k, c, dtype_name, use)
-            assert use.registers * t * minb <= 65536, (t, k, c, use)  # its blocks fit
-    with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
-        probe.with_candidates(src.replace(probe.K_LINE, ""))
-
-
-def test_probe_rmsnorm_forward_bulk_compiles_every_candidate_and_fits(tmp_path: Path) -> None:
-    """labs/probe_rmsnorm_forward_bulk.py moves each block's slice with the copy engine's bulk
-    copies: every candidate's slices make its row, each kernel compiles for sm_90 without
-    spilling, and its registers and shared memory let the blocks per SM it asks for fit (65536
-    registers and 228 KB an SM, 1 KB of it reserved per block); the probe stops if its anchor in
-    rmsnorm.cu is gone."""
-    import minikernel.kernels.rmsnorm as rn
-    from minikernel.cuda import compile_file
-
-    probe = _load_probe("probe_rmsnorm_forward_bulk")
-    src = rn.CU_FILE.read_text()
-    path = tmp_path / "rmsnorm_bulk.cu"
-    path.write_text(probe.with_candidates(src))
-    usage = compile_file(path, "sm_90").usage
-    for (_, n), launches in probe.CANDIDATES.items():
-        for t, kb, c, minb, v in launches:
-            probe.check_shape(n, t, kb, c)
-            use = usage[probe.kernel_name(n, t, kb, c, minb, v)]
-            assert use.spill_stores == use.spill_loads == 0, (n, t, kb, c, v, use)
-            assert use.registers * t * minb <= 65536, (n, t, c, v, use)
-            assert (kb * 1024 + use.shared_bytes + 1024) * minb <= 228 * 1024, (n, t, kb, v)
-    with pytest.raises(SystemExit, match=r"is not 32768"):
-        probe.check_shape(32768, 256, 32, 4)
-    with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
-        probe.with_candidates(src.replace(probe.ANCHOR, ""))
