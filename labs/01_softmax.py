@@ -428,13 +428,20 @@ LONG_CASES = [
     ("cuda:16", [32768, 65536], torch.bfloat16),
     ("cuda:16", [8192, 65536], torch.float32),
 ]
-for impl, shape, dtype in LONG_CASES:
-    if impl in profiles and shape == PROFILE_SHAPE and dtype == PROFILE_DTYPE:
-        continue
-    try:  # an extra excerpt: if ncu fails on it, the lab's measurements still get saved
-        lab.profile(impl, shape, str(dtype)[6:], model_bytes=sm.bytes_moved(*shape, dtype))
-    except Exception as exc:
-        print(f"[softmax] ncu {impl} {shape} skipped: {type(exc).__name__}: {exc}")
+# extra excerpts, in one ncu process: if ncu fails on one, the lab's measurements still get saved
+lab.profile_many(
+    [
+        {
+            "impl": impl,
+            "shape": shape,
+            "dtype": str(dtype)[6:],
+            "model_bytes": sm.bytes_moved(*shape, dtype),
+        }
+        for impl, shape, dtype in LONG_CASES
+        if not (impl in profiles and shape == PROFILE_SHAPE and dtype == PROFILE_DTYPE)
+    ],
+    skip_failed=True,
+)
 section_done("ncu")
 
 # %% [markdown] lang="en"

@@ -363,10 +363,18 @@ models = {
     "torch:eager": model,
     "torch:unfused": rn.unfused_bytes(M_E1, N_E1, torch.bfloat16),
 }
-profiles = {
-    impl: lab.profile(impl, [M_E1, N_E1], "bfloat16", model_bytes=b, extra_args=["fwd"])
+# the three in one ncu process (Lab.profile_many), as every group of excerpts below
+e1_cases = [
+    {
+        "impl": impl,
+        "shape": [M_E1, N_E1],
+        "dtype": "bfloat16",
+        "model_bytes": b,
+        "extra_args": ["fwd"],
+    }
     for impl, b in models.items()
-}
+]
+profiles = dict(zip(models, lab.profile_many(e1_cases), strict=True))
 if profiles["triton:2"] and profiles["torch:eager"]:
     profiles = {impl: rec for impl, rec in profiles.items() if rec}
     dram = {
@@ -428,16 +436,20 @@ BWD_PROFILES = [
     ("cuda:3", 16384, 131072, torch.float32),
     *([("quack", 16384, 131072, torch.float32)] if HAVE_QUACK else []),
 ]
-for impl, m, n, dtype in BWD_PROFILES:
-    _free()
-    lab.profile(
-        impl,
-        [m, n],
-        str(dtype).removeprefix("torch."),
-        model_bytes=rn.bwd_bytes(m, n, dtype, dtype),
-        extra_args=["bwd"],
-        pass_="bwd",
-    )
+_free()
+lab.profile_many(
+    [
+        {
+            "impl": impl,
+            "shape": [m, n],
+            "dtype": str(dtype).removeprefix("torch."),
+            "model_bytes": rn.bwd_bytes(m, n, dtype, dtype),
+            "extra_args": ["bwd"],
+            "pass_": "bwd",
+        }
+        for impl, m, n, dtype in BWD_PROFILES
+    ]
+)
 
 # %% [markdown] lang="en"
 # The gap to a peer that the backward had longest: QuACK's fp32 backward was ahead of Triton's,
@@ -456,16 +468,20 @@ for impl, m, n, dtype in BWD_PROFILES:
 
 # %%
 M_PEER, N_PEER = 16384, 8192
-for impl in ["triton:2", "cuda:3", *(["quack"] if HAVE_QUACK else [])]:
-    _free()
-    lab.profile(
-        impl,
-        [M_PEER, N_PEER],
-        "float32",
-        model_bytes=rn.bwd_bytes(M_PEER, N_PEER, torch.float32, torch.float32),
-        extra_args=["bwd"],
-        pass_="bwd",
-    )
+_free()
+lab.profile_many(
+    [
+        {
+            "impl": impl,
+            "shape": [M_PEER, N_PEER],
+            "dtype": "float32",
+            "model_bytes": rn.bwd_bytes(M_PEER, N_PEER, torch.float32, torch.float32),
+            "extra_args": ["bwd"],
+            "pass_": "bwd",
+        }
+        for impl in ["triton:2", "cuda:3", *(["quack"] if HAVE_QUACK else [])]
+    ]
+)
 
 # %% [markdown] lang="en"
 # ## 6. Profile: the gaps left to QuACK
@@ -524,17 +540,20 @@ GAP_PROFILES = [
         else []
     ),
 ]
-for impl, m, n, dtype, pass_ in GAP_PROFILES:
-    _free()
-    by_model = rn.fwd_bytes if pass_ == "fwd" else rn.bwd_bytes
-    lab.profile(
-        impl,
-        [m, n],
-        str(dtype).removeprefix("torch."),
-        model_bytes=by_model(m, n, dtype, dtype),
-        extra_args=[pass_],
-        pass_="bwd" if pass_ == "bwd" else None,
-    )
+_free()
+lab.profile_many(
+    [
+        {
+            "impl": impl,
+            "shape": [m, n],
+            "dtype": str(dtype).removeprefix("torch."),
+            "model_bytes": (rn.fwd_bytes if pass_ == "fwd" else rn.bwd_bytes)(m, n, dtype, dtype),
+            "extra_args": [pass_],
+            "pass_": "bwd" if pass_ == "bwd" else None,
+        }
+        for impl, m, n, dtype, pass_ in GAP_PROFILES
+    ]
+)
 
 # %% [markdown] lang="en"
 # One program per long row. `triton:2` holds three long rows whole, one program each (the
@@ -559,15 +578,19 @@ WHOLE_ROW_PROFILES = [
     ("triton:2", 32768, 32768, BF16),
     ("triton:2", 32768, 65536, BF16),
 ]
-for impl, m, n, dtype in WHOLE_ROW_PROFILES:
-    _free()
-    lab.profile(
-        impl,
-        [m, n],
-        str(dtype).removeprefix("torch."),
-        model_bytes=rn.fwd_bytes(m, n, dtype, dtype),
-        extra_args=["fwd"],
-    )
+_free()
+lab.profile_many(
+    [
+        {
+            "impl": impl,
+            "shape": [m, n],
+            "dtype": str(dtype).removeprefix("torch."),
+            "model_bytes": rn.fwd_bytes(m, n, dtype, dtype),
+            "extra_args": ["fwd"],
+        }
+        for impl, m, n, dtype in WHOLE_ROW_PROFILES
+    ]
+)
 
 # %%
 lab.save()

@@ -347,8 +347,18 @@ for t in (8192, 16384):
 # %%
 _free()  # hand the cached memory back: ncu profiles in a process of its own
 model = ce.bytes_moved(T_BIG, V_BIG, torch.bfloat16, "fwd+bwd")
-for impl in ("cuda:1", "triton:1", "torch:eager"):
-    lab.profile(impl, [T_BIG, V_BIG], "bfloat16", model_bytes=model, extra_args=["fwd+bwd"])
+lab.profile_many(
+    [
+        {
+            "impl": impl,
+            "shape": [T_BIG, V_BIG],
+            "dtype": "bfloat16",
+            "model_bytes": model,
+            "extra_args": ["fwd+bwd"],
+        }
+        for impl in ("cuda:1", "triton:1", "torch:eager")
+    ]
+)
 
 # %%
 lab.save()

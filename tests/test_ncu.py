@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,125 @@ def test_profile_passes_env_to_the_profiled_process(monkeypatch) -> None:  # typ
     assert seen[0]["MINIKERNEL_PIN"] == '{"num_warps": 4}'
     assert seen[0]["MINIKERNEL_TEST_MARK"] == "lab"
     assert seen[1] is None
+
+
+# --- Several cases in one ncu process (profile_many) -------------------------------------------
+
+
+def _rows(*names: str) -> list[dict[str, str]]:
+    return [{"Kernel Name": n} for n in names]
+
+
+def test_marker_names_as_ncu_prints_them() -> None:
+    from minikernel.bench.ncu import is_marker
+
+    for name in ("spin_kernel", "spin_kernel(long)", "void at::cuda::spin_kernel(long)"):
+        assert is_marker(name), name
+    for name in ("spin_kernel_v2(long)", "my_spin_kernel(long)", "rmsnorm_kernel2", ""):
+        assert not is_marker(name), name
+
+
+def test_split_cases_cuts_the_rows_at_each_marker() -> None:
+    """A batch's rows, as ncu lists them in launch order: each case's kernels follow its
+    marker; an eager op's several kernels stay together, and the markers are dropped."""
+    from minikernel.bench.ncu import split_cases
+
+    rows = _rows("spin_kernel(long)", "k1", "spin_kernel(long)", "a", "b", "c")
+    groups = split_cases(rows, 2)
+    assert [[k["Kernel Name"] for k in g] for g in groups] == [["k1"], ["a", "b", "c"]]
+
+
+@pytest.mark.parametrize(
+    ("names", "n_cases", "message"),
+    [
+        (("spin_kernel(long)", "k1"), 2, "1 markers for 2 cases"),
+        (("k0", "spin_kernel(long)", "k1"), 1, "came before the first case's marker"),
+        (("spin_kernel(long)", "spin_kernel(long)", "k1"), 2, r"cases \[0\] profiled no kernel"),
+    ],
+)
+def test_split_cases_refuses_rows_it_cannot_attribute(names, n_cases, message) -> None:  # type: ignore[no-untyped-def]
+    """Rows that do not split into exactly one non-empty group per case are an error, never an
+    excerpt with another case's kernels in it."""
+    from minikernel.bench.ncu import split_cases
+
+    with pytest.raises(RuntimeError, match=message):
+        split_cases(_rows(*names), n_cases)
+
+
+BATCH_CSV = """"ID","Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","dram__bytes_write.sum"
+"","","nsecond","byte","byte"
+"0","spin_kernel(long)","2000","0","0"
+"1","k1","3000","1,000","500"
+"2","spin_kernel(long)","2000","0","0"
+"3","k2","1000","200","100"
+"4","k3","1000","20","10"
+"""
+
+
+def test_profile_many_runs_one_process_and_returns_an_excerpt_per_case(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """One ncu run for the batch: the target gets --cases and a JSON file naming each case;
+    each excerpt counts only its own case's kernels, against its own byte model."""
+    import json
+    import subprocess
+
+    from minikernel.bench import ncu
+
+    calls = []
+
+    def fake_run(cmd, **kwargs):  # type: ignore[no-untyped-def]
+        if cmd[-1] == "--version":
+            return subprocess.CompletedProcess(cmd, 0, "NVIDIA (R) Nsight Compute 2025.1.0.0", "")
+        calls.append(cmd)
+        target = cmd[cmd.index("minikernel.bench.ncu_target") + 1 :]
+        assert target[:2] == ["--cases", "rmsnorm"]
+        spec = json.loads(Path(target[2]).read_text())
+        assert spec == [["cuda:4", [8, 16], "bfloat16", ["fwd"]], ["quack", [4, 4], "float32", []]]
+        log = cmd[cmd.index("--log-file") + 1]
+        Path(log).write_text(BATCH_CSV)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(ncu, "find_ncu", lambda: "ncu")
+    monkeypatch.setattr(ncu.subprocess, "run", fake_run)
+    cases = [
+        {
+            "impl": "cuda:4",
+            "shape": [8, 16],
+            "dtype": "bfloat16",
+            "model_bytes": 1500,
+            "extra_args": ["fwd"],
+        },
+        {"impl": "quack", "shape": [4, 4], "dtype": "float32"},
+    ]
+    recs = ncu.profile_many("rmsnorm", cases)
+    assert len(calls) == 1
+    assert [r["impl"] for r in recs] == ["cuda:4", "quack"]
+    assert recs[0]["metrics"]["kernel_names"] == ["k1"]
+    assert recs[1]["metrics"]["kernel_names"] == ["k2", "k3"]
+    assert recs[1]["metrics"]["dram_bytes_read"] == 220  # k2 + k3, no marker, not k1
+    assert recs[0]["metrics"]["model_bytes"] == 1500 and "model_bytes" not in recs[1]["metrics"]
+    assert re.search(r"DRAM bytes / model\s+1\.000", recs[0]["excerpt"])
+    assert recs[0]["ncu_version"] == "2025.1.0.0"
+    with pytest.raises(ValueError, match="lacks"):
+        ncu.profile_many("rmsnorm", [{"impl": "cuda:4", "shape": [8, 16]}])
+
+
+def test_ncu_target_marks_each_case_of_a_batch_and_no_single_call(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """ncu_target --cases runs every case of the file in order, each with its marker; the
+    one-case command line (the one the pages show) launches no marker."""
+    import json
+
+    from minikernel.bench import ncu_target
+
+    seen = []
+    monkeypatch.setattr(ncu_target, "run_case", lambda *a, marker: seen.append((*a, marker)))
+    spec = tmp_path / "cases.json"
+    spec.write_text(
+        json.dumps([["cuda:4", [8, 16], "bfloat16", ["fwd"]], ["quack", [4], "float32", []]])
+    )
+    assert ncu_target.main(["--cases", "rmsnorm", str(spec)]) == 0
+    assert ncu_target.main(["softmax", "triton:1", "32,64", "bfloat16"]) == 0
+    assert seen == [
+        ("rmsnorm", "cuda:4", [8, 16], "bfloat16", ["fwd"], True),
+        ("rmsnorm", "quack", [4], "float32", [], True),
+        ("softmax", "triton:1", [32, 64], "bfloat16", [], False),
+    ]

@@ -311,3 +311,82 @@ def test_time_gpu_times_the_gpu_whatever_the_host_costs() -> None:
     assert is_host_bound({"median_us": slow.median_us, "host_us": slow.host_us})
     replay = time_gpu(lambda: x[:4096].clone(), graph=True, rep_ms=20)
     assert replay.method == "cudagraph" and replay.host_us is None
+
+
+def _bare_lab(lab_mod):  # type: ignore[no-untyped-def]
+    lab = lab_mod.Lab.__new__(lab_mod.Lab)
+    lab.op, lab.ncu, lab.spent = "rmsnorm", [], dict.fromkeys(lab_mod.SPENT, 0.0)
+    return lab
+
+
+def test_lab_profile_many_keeps_the_order_and_what_each_case_records(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Lab.profile_many: one batch for the cases, in their order, each excerpt with its own
+    pass and config; a lone case goes through profile() (no batch, no marker)."""
+    from minikernel.bench import lab as lab_mod
+    from minikernel.bench import ncu
+
+    batches, alone = [], []
+
+    def fake_many(op, cases):  # type: ignore[no-untyped-def]
+        batches.append(cases)
+        return [
+            dict(NCU_REC, impl=c["impl"], shape=list(c["shape"]), dtype=c["dtype"]) for c in cases
+        ]
+
+    def fake_profile(op, impl, shape, dtype, **kwargs):  # type: ignore[no-untyped-def]
+        alone.append(impl)
+        return dict(NCU_REC, impl=impl, shape=list(shape), dtype=dtype)
+
+    monkeypatch.setattr(ncu, "profile_many", fake_many)
+    monkeypatch.setattr(ncu, "profile", fake_profile)
+    lab = _bare_lab(lab_mod)
+    recs = lab.profile_many(
+        [
+            {
+                "impl": "cuda:3",
+                "shape": [8, 8],
+                "dtype": "float32",
+                "extra_args": ["bwd"],
+                "pass_": "bwd",
+            },
+            {"impl": "quack", "shape": [4, 4], "dtype": "bfloat16", "config": {"k": 2}},
+        ]
+    )
+    assert [r["impl"] for r in recs] == ["cuda:3", "quack"] == [r["impl"] for r in lab.ncu]
+    assert recs[0]["pass"] == "bwd" and "config" not in recs[0]
+    assert recs[1]["config"] == {"k": 2} and "pass" not in recs[1]
+    assert all("pass_" not in c and "config" not in c for c in batches[0])  # ncu never sees them
+    assert batches[0][0]["extra_args"] == ["bwd"] and alone == []
+    lab.profile_many([{"impl": "cuda:1", "shape": [2], "dtype": "float32"}])
+    assert alone == ["cuda:1"] and len(batches) == 1
+    with pytest.raises(ValueError, match="unknown keys"):
+        lab.profile_many([{"impl": "cuda:1", "shape": [2], "dtype": "float32", "env": {}}] * 2)
+
+
+def test_lab_profile_many_falls_back_to_one_case_at_a_time(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A batch that fails (a case crashed its process, or the rows could not be split) is
+    profiled case by case: only the case that fails alone too is lost, and only with
+    skip_failed; without it, its error is raised."""
+    from minikernel.bench import lab as lab_mod
+    from minikernel.bench import ncu
+
+    def failing_many(op, cases):  # type: ignore[no-untyped-def]
+        raise RuntimeError("ncu batch: 1 markers for 2 cases")
+
+    def fake_profile(op, impl, shape, dtype, **kwargs):  # type: ignore[no-untyped-def]
+        if impl == "bad":
+            raise RuntimeError("ncu failed for bad")
+        return dict(NCU_REC, impl=impl, shape=list(shape), dtype=dtype)
+
+    monkeypatch.setattr(ncu, "profile_many", failing_many)
+    monkeypatch.setattr(ncu, "profile", fake_profile)
+    cases = [
+        {"impl": "good", "shape": [2], "dtype": "float32"},
+        {"impl": "bad", "shape": [2], "dtype": "float32"},
+    ]
+    lab = _bare_lab(lab_mod)
+    recs = lab.profile_many(cases, skip_failed=True)
+    assert recs[0]["impl"] == "good" and recs[1] is None
+    assert [r["impl"] for r in lab.ncu] == ["good"]
+    with pytest.raises(RuntimeError, match="ncu failed for bad"):
+        _bare_lab(lab_mod).profile_many(cases)

@@ -6,6 +6,11 @@ The profiled program is :mod:`minikernel.bench.ncu_target`: it warms the impleme
 every kernel it launches included (an eager PyTorch op that takes three kernels shows three
 rows, and their DRAM bytes add up).
 
+:func:`profile_many` profiles several calls in one ncu process (``ncu_target --cases``): it
+saves the start of a Python, PyTorch and CUDA context per excerpt, a few seconds each. Before
+each case's call the target launches a marker kernel (:data:`MARKER`, PyTorch's
+``torch.cuda._sleep``) inside the profiled window, and the rows are split where the markers are.
+
 ncu runs with ``--clock-control none``: it must not lock or change the GPU's clocks.
 """
 
@@ -14,7 +19,9 @@ from __future__ import annotations
 import csv
 import glob
 import io
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -218,6 +225,147 @@ def format_excerpt(metrics: dict[str, Any], model_bytes: int | None) -> str:
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
+# The kernel ncu_target launches before each case of a batch: ATen's spin_kernel, from
+# torch.cuda._sleep(1). No op here launches it, so its rows mark where one case's kernels start.
+MARKER = "spin_kernel"
+
+
+def is_marker(kernel_name: str) -> bool:
+    """Whether ncu's name for a kernel (plain, or with its namespaces, return type and
+    parameters: "spin_kernel(long)", "void at::cuda::spin_kernel(long)") is the marker's."""
+    return re.search(rf"(^|[\s:]){MARKER}(\(|$)", kernel_name.strip()) is not None
+
+
+def split_cases(kernels: list[dict[str, Any]], n_cases: int) -> list[list[dict[str, Any]]]:
+    """Rows of a batch (``ncu_target --cases``) cut into one list per case, the marker rows
+    dropped. Raises RuntimeError unless there are exactly ``n_cases`` markers, the first row is
+    one, and every case profiled at least one kernel of its own."""
+    groups: list[list[dict[str, Any]]] = []
+    for k in kernels:
+        name = k.get("Kernel Name", "")
+        if is_marker(name):
+            groups.append([])
+        elif not groups:
+            raise RuntimeError(f"ncu batch: kernel {name!r} came before the first case's marker")
+        else:
+            groups[-1].append(k)
+    if len(groups) != n_cases:
+        raise RuntimeError(f"ncu batch: {len(groups)} markers for {n_cases} cases")
+    empty = [i for i, g in enumerate(groups) if not g]
+    if empty:
+        raise RuntimeError(f"ncu batch: cases {empty} profiled no kernel")
+    return groups
+
+
+def _ncu_command(ncu: str, log: Path, target: list[str]) -> list[str]:
+    return [
+        ncu,
+        "--clock-control",
+        "none",
+        "--profile-from-start",
+        "off",
+        "--target-processes",
+        "all",
+        "--csv",
+        "--page",
+        "raw",
+        "--print-units",
+        "base",
+        "--log-file",
+        str(log),
+        "--metrics",
+        ",".join(m for m, _ in METRICS) + "," + STALL_REGEX,
+        sys.executable,
+        "-m",
+        "minikernel.bench.ncu_target",
+        *target,
+    ]
+
+
+def _record(
+    impl: str,
+    shape: list[int],
+    dtype: str,
+    version: str,
+    metrics: dict[str, Any],
+    model_bytes: int | None,
+) -> dict[str, Any]:
+    if model_bytes:
+        metrics["model_bytes"] = model_bytes
+    return {
+        "impl": impl,
+        "shape": list(shape),
+        "dtype": dtype,
+        "ncu_version": version,
+        "metrics": metrics,
+        "excerpt": format_excerpt(metrics, model_bytes),
+    }
+
+
+def _run_ncu(
+    cmd: list[str], log: Path, what: str, timeout: float, env: dict[str, str] | None
+) -> str:
+    proc = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **env} if env else None,
+    )
+    text = log.read_text() if log.exists() else ""
+    if proc.returncode != 0 or not text:
+        raise RuntimeError(
+            f"ncu failed for {what} (exit {proc.returncode}):\n"
+            f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}\n{text[-2000:]}"
+        )
+    return text
+
+
+def profile_many(
+    op: str,
+    cases: list[dict[str, Any]],
+    *,
+    env: dict[str, str] | None = None,
+    timeout_per_case: float = 120.0,
+) -> list[dict[str, Any]]:
+    """:func:`profile` for several calls of ``op`` in one ncu process, in order. Each case is
+    a dict with ``impl``, ``shape``, ``dtype`` and optionally ``model_bytes`` and
+    ``extra_args``; ``env`` applies to all of them. Raises RuntimeError if the process fails or
+    its rows cannot be told apart (the caller can profile the cases one by one instead)."""
+    if not cases:
+        return []
+    for i, c in enumerate(cases):
+        missing = {"impl", "shape", "dtype"} - set(c)
+        if missing:
+            raise ValueError(f"profile_many: case {i} lacks {sorted(missing)}")
+    ncu = find_ncu()
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "ncu.csv"
+        spec = Path(tmp) / "cases.json"
+        spec.write_text(
+            json.dumps(
+                [
+                    [
+                        c["impl"],
+                        [int(s) for s in c["shape"]],
+                        c["dtype"],
+                        list(c.get("extra_args") or []),
+                    ]
+                    for c in cases
+                ]
+            )
+        )
+        what = f"{op}: {len(cases)} cases ({', '.join(c['impl'] for c in cases)})"
+        cmd = _ncu_command(ncu, log, ["--cases", op, str(spec)])
+        text = _run_ncu(cmd, log, what, 60.0 + timeout_per_case * len(cases), env)
+    groups = split_cases(parse_raw_csv(text), len(cases))
+    version = ncu_version(ncu)
+    return [
+        _record(c["impl"], c["shape"], c["dtype"], version, summarize(g), c.get("model_bytes"))
+        for c, g in zip(cases, groups, strict=True)
+    ]
+
+
 def profile(
     op: str,
     impl: str,
@@ -234,53 +382,8 @@ def profile(
     ncu = find_ncu()
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "ncu.csv"
-        cmd = [
-            ncu,
-            "--clock-control",
-            "none",
-            "--profile-from-start",
-            "off",
-            "--target-processes",
-            "all",
-            "--csv",
-            "--page",
-            "raw",
-            "--print-units",
-            "base",
-            "--log-file",
-            str(log),
-            "--metrics",
-            ",".join(m for m, _ in METRICS) + "," + STALL_REGEX,
-            sys.executable,
-            "-m",
-            "minikernel.bench.ncu_target",
-            op,
-            impl,
-            ",".join(str(s) for s in shape),
-            dtype,
-            *(extra_args or []),
-        ]
-        proc = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env={**os.environ, **env} if env else None,
-        )
-        text = log.read_text() if log.exists() else ""
-        if proc.returncode != 0 or not text:
-            raise RuntimeError(
-                f"ncu failed for {op} {impl} {shape} {dtype} (exit {proc.returncode}):\n"
-                f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}\n{text[-2000:]}"
-            )
+        target = [op, impl, ",".join(str(s) for s in shape), dtype, *(extra_args or [])]
+        cmd = _ncu_command(ncu, log, target)
+        text = _run_ncu(cmd, log, f"{op} {impl} {shape} {dtype}", timeout, env)
     metrics = summarize(parse_raw_csv(text))
-    if model_bytes:
-        metrics["model_bytes"] = model_bytes
-    return {
-        "impl": impl,
-        "shape": list(shape),
-        "dtype": dtype,
-        "ncu_version": ncu_version(ncu),
-        "metrics": metrics,
-        "excerpt": format_excerpt(metrics, model_bytes),
-    }
+    return _record(impl, shape, dtype, ncu_version(ncu), metrics, model_bytes)
