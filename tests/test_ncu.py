@@ -215,3 +215,36 @@ def test_ncu_target_marks_each_case_of_a_batch_and_no_single_call(monkeypatch, t
         ("rmsnorm", "quack", [4], "float32", [], True),
         ("softmax", "triton:1", [32, 64], "bfloat16", [], False),
     ]
+
+
+def test_no_access_to_the_counters_is_ncu_unavailable(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A learner's driver that keeps the counters to administrators: ncu prints
+    ERR_NVGPUCTRPERM and profiles nothing. That is NcuUnavailable with what to do (the lab says
+    so and keeps its timings), not a crash; and a batch gets no one-by-one retry."""
+    import subprocess
+
+    from minikernel.bench import lab as lab_mod
+    from minikernel.bench import ncu
+
+    runs = []
+
+    def fake_run(cmd, **kwargs):  # type: ignore[no-untyped-def]
+        runs.append(cmd)
+        log = cmd[cmd.index("--log-file") + 1]
+        Path(log).write_text(
+            "==PROF== Connected to process 7\n==ERROR== ERR_NVGPUCTRPERM - The user does not "
+            "have permission to access NVIDIA GPU Performance Counters on the target device 0.\n"
+        )
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(ncu, "find_ncu", lambda: "ncu")
+    monkeypatch.setattr(ncu.subprocess, "run", fake_run)
+    with pytest.raises(ncu.NcuUnavailable, match="NVreg_RestrictProfilingToAdminUsers=0"):
+        ncu.profile("softmax", "triton:1", [4, 8], "float32")
+    lab = lab_mod.Lab.__new__(lab_mod.Lab)
+    lab.op, lab.ncu, lab.spent = "softmax", [], dict.fromkeys(lab_mod.SPENT, 0.0)
+    runs.clear()
+    cases = [{"impl": i, "shape": [4, 8], "dtype": "float32"} for i in ("cuda:1", "cuda:2")]
+    assert lab.profile_many(cases) == [None, None]
+    assert len(runs) == 1 and lab.ncu == []  # the batch only: no retry case by case
+    assert lab.profile("cuda:1", [4, 8], "float32") is None

@@ -63,7 +63,12 @@ STALL_REGEX = r"regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.rat
 
 
 class NcuUnavailable(RuntimeError):
-    pass
+    """No excerpt can be taken on this machine (no ncu, or no access to the GPU's counters);
+    a lab says so and carries on, since its timings do not depend on it."""
+
+
+# What ncu prints when the driver keeps the performance counters to administrators.
+PERMISSION_ERROR = "ERR_NVGPUCTRPERM"
 
 
 def find_ncu() -> str:
@@ -313,6 +318,13 @@ def _run_ncu(
         env={**os.environ, **env} if env else None,
     )
     text = log.read_text() if log.exists() else ""
+    if any(PERMISSION_ERROR in t for t in (text, proc.stdout, proc.stderr)):
+        raise NcuUnavailable(
+            f"ncu may not read this GPU's performance counters ({PERMISSION_ERROR}): run the "
+            "labs as root, or let every user profile (the driver option "
+            "NVreg_RestrictProfilingToAdminUsers=0, https://developer.nvidia.com/"
+            f"{PERMISSION_ERROR}); the timings do not need it"
+        )
     if proc.returncode != 0 or not text:
         raise RuntimeError(
             f"ncu failed for {what} (exit {proc.returncode}):\n"
