@@ -274,6 +274,20 @@ def _free() -> None:
     torch.cuda.empty_cache()
 
 
+def ncu_case(impl: str, m: int, n: int, dtype: torch.dtype, pass_: str = "fwd") -> dict:
+    """One excerpt for Lab.profile_many: a call of ``pass_`` ("fwd" or "bwd") on an (m, n)
+    input, against that pass's byte model."""
+    by_model = rn.fwd_bytes if pass_ == "fwd" else rn.bwd_bytes
+    return {
+        "impl": impl,
+        "shape": [m, n],
+        "dtype": str(dtype).removeprefix("torch."),
+        "model_bytes": by_model(m, n, dtype, dtype),
+        "extra_args": [pass_],
+        "pass_": "bwd" if pass_ == "bwd" else None,
+    }
+
+
 def _fwd_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out[:CHECK_ROWS].double() - ref).abs().max() / ref.abs().max())
 
@@ -437,19 +451,7 @@ BWD_PROFILES = [
     *([("quack", 16384, 131072, torch.float32)] if HAVE_QUACK else []),
 ]
 _free()
-lab.profile_many(
-    [
-        {
-            "impl": impl,
-            "shape": [m, n],
-            "dtype": str(dtype).removeprefix("torch."),
-            "model_bytes": rn.bwd_bytes(m, n, dtype, dtype),
-            "extra_args": ["bwd"],
-            "pass_": "bwd",
-        }
-        for impl, m, n, dtype in BWD_PROFILES
-    ]
-)
+lab.profile_many([ncu_case(impl, m, n, dtype, "bwd") for impl, m, n, dtype in BWD_PROFILES])
 
 # %% [markdown] lang="en"
 # The gap to a peer that the backward had longest: QuACK's fp32 backward was ahead of Triton's,
@@ -471,14 +473,7 @@ M_PEER, N_PEER = 16384, 8192
 _free()
 lab.profile_many(
     [
-        {
-            "impl": impl,
-            "shape": [M_PEER, N_PEER],
-            "dtype": "float32",
-            "model_bytes": rn.bwd_bytes(M_PEER, N_PEER, torch.float32, torch.float32),
-            "extra_args": ["bwd"],
-            "pass_": "bwd",
-        }
+        ncu_case(impl, M_PEER, N_PEER, torch.float32, "bwd")
         for impl in ["triton:2", "cuda:3", *(["quack"] if HAVE_QUACK else [])]
     ]
 )
@@ -541,19 +536,7 @@ GAP_PROFILES = [
     ),
 ]
 _free()
-lab.profile_many(
-    [
-        {
-            "impl": impl,
-            "shape": [m, n],
-            "dtype": str(dtype).removeprefix("torch."),
-            "model_bytes": (rn.fwd_bytes if pass_ == "fwd" else rn.bwd_bytes)(m, n, dtype, dtype),
-            "extra_args": [pass_],
-            "pass_": "bwd" if pass_ == "bwd" else None,
-        }
-        for impl, m, n, dtype, pass_ in GAP_PROFILES
-    ]
-)
+lab.profile_many([ncu_case(*case) for case in GAP_PROFILES])
 
 # %% [markdown] lang="en"
 # One program per long row. `triton:2` holds three long rows whole, one program each (the
@@ -579,18 +562,7 @@ WHOLE_ROW_PROFILES = [
     ("triton:2", 32768, 65536, BF16),
 ]
 _free()
-lab.profile_many(
-    [
-        {
-            "impl": impl,
-            "shape": [m, n],
-            "dtype": str(dtype).removeprefix("torch."),
-            "model_bytes": rn.fwd_bytes(m, n, dtype, dtype),
-            "extra_args": ["fwd"],
-        }
-        for impl, m, n, dtype in WHOLE_ROW_PROFILES
-    ]
-)
+lab.profile_many([ncu_case(*case) for case in WHOLE_ROW_PROFILES])
 
 # %%
 lab.save()
