@@ -300,12 +300,19 @@ class Lab:
             return None
         finally:
             self.spent["ncu"] += time.monotonic() - t0
+        return self._keep(rec, config, pass_)
+
+    def _keep(
+        self, rec: dict[str, Any], config: dict[str, Any] | None, pass_: str | None
+    ) -> dict[str, Any]:
+        """Store an excerpt with the launch it pinned and the pass it profiled, and print it."""
         if config is not None:
             rec["config"] = config
         if pass_ is not None:
             rec["pass"] = pass_
         self.ncu.append(rec)
-        print(f"[{self.op}] ncu {impl} {shape} {dtype}\n{rec['excerpt']}", flush=True)
+        print(f"[{self.op}] ncu {rec['impl']} {rec['shape']} {rec['dtype']}", flush=True)
+        print(rec["excerpt"], flush=True)
         return rec
 
     def profile_many(
@@ -344,17 +351,10 @@ class Lab:
             self.spent["ncu"] += time.monotonic() - t0
         if recs is None:
             return [self._profile_alone(c, skip_failed) for c in cases]
-        out: list[dict[str, Any] | None] = []
-        for c, rec in zip(cases, recs, strict=True):
-            if c.get("config") is not None:
-                rec["config"] = c["config"]
-            if c.get("pass_") is not None:
-                rec["pass"] = c["pass_"]
-            self.ncu.append(rec)
-            print(f"[{self.op}] ncu {rec['impl']} {rec['shape']} {rec['dtype']}", flush=True)
-            print(rec["excerpt"], flush=True)
-            out.append(rec)
-        return out
+        return [
+            self._keep(rec, c.get("config"), c.get("pass_"))
+            for c, rec in zip(cases, recs, strict=True)
+        ]
 
     def _profile_alone(self, case: dict[str, Any], skip_failed: bool) -> dict[str, Any] | None:
         args = {k: v for k, v in case.items() if k not in ("impl", "shape", "dtype")}
