@@ -109,3 +109,39 @@ def test_probe_rmsnorm_forward_bulk_compiles_every_candidate_and_fits(tmp_path: 
         probe.check_shape(32768, 256, 32, 4)
     with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
         probe.with_candidates(src.replace(probe.ANCHOR, ""))
+
+
+def test_probe_rmsnorm_forward_stores_compiles_both_copies_without_spills(
+    tmp_path: Path,
+) -> None:
+    """labs/probe_rmsnorm_forward_stores.py compiles rung 5 at every slice of its rows twice:
+    as shipped (plain stores) and with rung 5's one store of y streaming (store_vec), and
+    nothing else: the two copies differ in that line only. Every candidate of each row is in
+    both copies and compiles for sm_90 without spilling; the probe stops if rung 5's store is
+    gone."""
+    import torch
+
+    import minikernel.kernels.rmsnorm as rn
+    from minikernel.cuda import compile_file
+
+    probe = load_probe("probe_rmsnorm_forward_stores")
+    src = rn.CU_FILE.read_text()
+    texts = probe.variants(src)
+    wb, cs = texts["wb"].splitlines(), texts["cs"].splitlines()
+    assert len(cs) == len(wb)
+    diff = [(a, b) for a, b in zip(wb, cs, strict=True) if a != b]
+    assert diff == [(probe.WB_STORE.rstrip("\n"), probe.CS_STORE.rstrip("\n"))]
+    for name, text in texts.items():
+        path = tmp_path / f"rmsnorm_{name}.cu"
+        path.write_text(text)
+        usage = compile_file(path, "sm_90").usage
+        for m, n, dtype_name in probe.SHAPES:
+            dtype = getattr(torch, dtype_name)
+            cands = probe.SLICES.candidates(n, dtype_name)
+            shipped = rn.plan5(m, n, dtype, (9, 0), True)
+            assert (shipped.threads, shipped.cluster) in cands, (n, dtype_name)
+            for t, c in cands:
+                use = usage[probe.SLICES.kernel_name(t, c, dtype_name)]
+                assert use.spill_stores == use.spill_loads == 0, (name, t, c, dtype_name, use)
+    with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
+        probe.with_streaming_stores(src.replace(probe.WB_STORE, probe.CS_STORE))
