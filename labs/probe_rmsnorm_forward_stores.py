@@ -3,34 +3,38 @@
     python labs/probe_rmsnorm_forward_stores.py              # the rows below, 5 rounds
     python labs/probe_rmsnorm_forward_stores.py --rounds 3 --n 32768 --dtype bfloat16
 
-Rung 5 (rmsnorm5 in rmsnorm.cu) used to write y as rung 4 does, with streaming stores
-(store_vec: st.global.cs, evict-first). Two earlier probes changed the stores alone and lost:
-rung 4 at its shipped blocks (probe_rmsnorm_forward_rung4.py) and rung 6
-(probe_rmsnorm_forward_staged.py, at half the speed, with a store of the vector that may compile
-to four 32-bit stores). Softmax's rung 16 went the other way: its plain stores (__stwb, one
-16-byte store) are what put it ahead of rung 14 and of QuACK on rows of 64K and 128K bf16 values
-(probe_softmax_stores.py). And one kernel of ours already beat QuACK on a row of this size:
-triton:2 at 16384 x 32768 fp32 in lab 02 (the same 4.3 GB as 32768 x 32768 bf16, where QuACK
-led every rung), which writes y with plain stores.
+Rung 5 (rmsnorm5 in rmsnorm.cu) writes y as rung 4 does, with streaming stores (store_vec:
+st.global.cs, evict-first). Two earlier probes changed the stores alone and lost: rung 4 at its
+shipped blocks (probe_rmsnorm_forward_rung4.py) and rung 6 (probe_rmsnorm_forward_staged.py, at
+half the speed, with a store of the vector that may compile to four 32-bit stores). Softmax's
+rung 16 went the other way: its plain stores (__stwb, one 16-byte store) are what put it ahead
+of rung 14 and of QuACK on rows of 64K and 128K bf16 values (probe_softmax_stores.py). And one
+kernel of ours already beats QuACK on a row of this size: triton:2 at 16384 x 32768 fp32 in
+lab 02 (the same 4.3 GB as 32768 x 32768 bf16, where QuACK leads every rung), which writes y
+with plain stores.
 
 This probe compiles two copies of rmsnorm.cu with rung 5 instantiated for every block of 256,
 512 or 1024 threads that makes each row with a cluster of 1 to 16 (the slices of
-probe_rmsnorm_forward_slices.py, four vectors a thread): one as shipped, whose rung 5 now writes
-y with __stwb (st.global.wb, the default policy: "wb"), and one whose rung 5 streams it with
-store_vec as it used to (".cs"). A store hint does not change a value, so both give the shipped
-rung 5's bits at the same slice; each candidate is checked against the shipped rung 5 on the
-whole output, into a NaN-filled y. They race the shipped rungs 4 and 5, triton:2 as the lab
-launches it, and QuACK (where it is installed) in interleaved rounds, all timed like the lab.
+probe_rmsnorm_forward_slices.py, four vectors a thread): one whose rung 5 streams y with
+store_vec (".cs") and one whose rung 5 writes it with __stwb (st.global.wb, the default policy:
+"wb"). One of the two is rung 5 as shipped, whichever store it ships; the other differs from it
+in that one line. A store hint does not change a value, so both give the shipped rung 5's bits
+at the same slice; each candidate is checked against the shipped rung 5 on the whole output,
+into a NaN-filled y. They race the shipped rungs 4 and 5, triton:2 as the lab launches it, and
+QuACK (where it is installed) in interleaved rounds, all timed like the lab.
 
 Byte model and prediction: the same bytes for every candidate (x read, y written, the weights
-from L2). If the streaming hint was what kept rung 5 about a per cent behind QuACK on these
-rows, the wb copies gain about that much; if the earlier probes' verdict held for rung 5 too,
-every wb copy is slower than its .cs twin. On the H200 (2026-12-03, 5 rounds, rung 5 still
-streaming its stores) the wb copy was faster than the .cs one at the shipped slice of every row,
-by under a per cent to about one, and no slower at any other slice; at four of the five rows it
-was level with QuACK or ahead. So rung 5 now writes y with plain stores (the fused-RMSNorm
-page, rung 5, says more). It prints, it writes nothing: the course's numbers come from
-``nox -s labs``.
+from L2). If the streaming hint is what keeps rung 5 about a per cent behind QuACK on these
+rows, the wb copies gain about that much; if the earlier probes' verdict holds for rung 5 too,
+every wb copy is slower than its .cs twin. On the H200 (2026-12-03, 5 rounds) the wb copy was
+faster than the .cs one at rung 5's shipped slice of every row, by under a per cent to about
+one, and no slower at any other slice; at four of the five rows it was level with QuACK or
+ahead. A lab run with rung 5 switched to plain stores, on the same day but without QuACK (its
+wheels did not reach the runner), had rung 5 faster than the committed run at a83e70c3b27a had
+it at the bf16 rows of 32768, 65536 and 131072 and the fp32 row of 32768; that run was not
+committed, and rung 5 ships its streaming stores until a complete run of ``nox -s labs``
+measures the change. It
+prints, it writes nothing: the course's numbers come from ``nox -s labs``.
 """
 
 from __future__ import annotations
@@ -74,23 +78,38 @@ def _load_slices():  # type: ignore[no-untyped-def]
 
 
 SLICES = _load_slices()
+CS_STORE = "        store_vec(yr + i, out);\n"
+"""Rung 5's store of y as streaming (.cs), the store rung 4 writes with."""
 WB_STORE = (
     "        __stwb(reinterpret_cast<uint4*>(yr + i), *reinterpret_cast<const uint4*>(&out));\n"
 )
-"""Rung 5's store of y (in its own section of rmsnorm.cu): plain, replaced in the .cs copy."""
-CS_STORE = "        store_vec(yr + i, out);\n"
-"""Rung 4's streaming store, as rung 5 wrote y before this probe."""
+"""Rung 5's store of y as plain (st.global.wb, one 16-byte store)."""
+STORES = {"cs": CS_STORE, "wb": WB_STORE}
 
 
-def with_streaming_stores(src: str) -> str:
-    """``src`` (rmsnorm.cu, with or without the slices probe's entries) whose rung 5 writes y
-    with store_vec (.cs); stops if rung 5's store is not found exactly once in its section."""
+def shipped_store(src: str) -> str:
+    """Which store ("cs" or "wb") rung 5 ships in ``src`` (rmsnorm.cu, with or without the
+    slices probe's entries); stops unless exactly one of the two is in rung 5's section, once."""
+    body = src[src.index("--8<-- [start:kernel5]") : src.index("--8<-- [end:kernel5]")]
+    found = [name for name, line in STORES.items() if body.count(line) == 1]
+    if len(found) != 1 or sum(body.count(line) for line in STORES.values()) != 1:
+        raise SystemExit(
+            f"probe_rmsnorm_forward_stores: rmsnorm.cu changed; rung 5 should store y with one "
+            f"of:\n{CS_STORE}{WB_STORE}"
+        )
+    return found[0]
+
+
+def with_store(src: str, name: str) -> str:
+    """``src`` whose rung 5 writes y with STORES[name] (``src`` itself if it ships that one)."""
     start = src.index("--8<-- [start:kernel5]")
     end = src.index("--8<-- [end:kernel5]")
-    body = src[start:end]
-    if body.count(WB_STORE) != 1:
-        raise SystemExit(f"probe_rmsnorm_forward_stores: rmsnorm.cu changed; update:\n{WB_STORE}")
-    return src[:start] + body.replace(WB_STORE, CS_STORE) + src[end:]
+    body = src[start:end].replace(STORES[shipped_store(src)], STORES[name])
+    return src[:start] + body + src[end:]
+
+
+SHIPPED = shipped_store(rn.CU_FILE.read_text())
+"""The store rung 5 ships: its candidates in that copy include the shipped kernel."""
 
 
 def probe(m: int, n: int, dtype_name: str, paths: dict[str, Path], rounds: int, gbps: float):  # type: ignore[no-untyped-def]
@@ -125,7 +144,7 @@ def probe(m: int, n: int, dtype_name: str, paths: dict[str, Path], rounds: int, 
     cands = {"cuda:4 (shipped)": shipped(4), "cuda:5 (shipped)": shipped(5)}
     for t, c in SLICES.candidates(n, dtype_name):
         for name, path in paths.items():
-            if name == "wb" and (t, c) == (p5.threads, p5.cluster):
+            if name == SHIPPED and (t, c) == (p5.threads, p5.cluster):
                 continue  # the shipped kernel, timed above
             run = slice_(path, t, c)
             nan = lambda run=run: run(torch.full_like(x, float("nan")))
@@ -137,10 +156,10 @@ def probe(m: int, n: int, dtype_name: str, paths: dict[str, Path], rounds: int, 
 
 
 def variants(src: str) -> dict[str, str]:
-    """The two copies this probe compiles: every slice of its rows, as shipped (plain stores)
-    and with rung 5's stores streaming."""
-    wb = SLICES.with_candidates(src)
-    return {"wb": wb, "cs": with_streaming_stores(wb)}
+    """The two copies this probe compiles, by store ("cs", "wb"): every slice of its rows, one
+    copy with rung 5 as shipped and one with its other store."""
+    slices = SLICES.with_candidates(src)
+    return {name: with_store(slices, name) for name in STORES}
 
 
 def main() -> None:

@@ -114,11 +114,11 @@ def test_probe_rmsnorm_forward_bulk_compiles_every_candidate_and_fits(tmp_path: 
 def test_probe_rmsnorm_forward_stores_compiles_both_copies_without_spills(
     tmp_path: Path,
 ) -> None:
-    """labs/probe_rmsnorm_forward_stores.py compiles rung 5 at every slice of its rows twice:
-    as shipped (plain stores) and with rung 5's one store of y streaming (store_vec), and
-    nothing else: the two copies differ in that line only. Every candidate of each row is in
-    both copies and compiles for sm_90 without spilling; the probe stops if rung 5's store is
-    gone."""
+    """labs/probe_rmsnorm_forward_stores.py compiles rung 5 at every slice of its rows twice,
+    once with streaming stores of y and once with plain ones: one copy is rung 5 as shipped
+    (whichever store it ships), and the two differ in that one line only. Every candidate of
+    each row is in both copies and compiles for sm_90 without spilling; the probe stops if
+    rung 5's store is neither of the two, or both."""
     import torch
 
     import minikernel.kernels.rmsnorm as rn
@@ -127,10 +127,12 @@ def test_probe_rmsnorm_forward_stores_compiles_both_copies_without_spills(
     probe = load_probe("probe_rmsnorm_forward_stores")
     src = rn.CU_FILE.read_text()
     texts = probe.variants(src)
-    wb, cs = texts["wb"].splitlines(), texts["cs"].splitlines()
+    assert set(texts) == {"cs", "wb"} and probe.SHIPPED in texts
+    assert texts[probe.SHIPPED] == probe.SLICES.with_candidates(src)
+    cs, wb = texts["cs"].splitlines(), texts["wb"].splitlines()
     assert len(cs) == len(wb)
-    diff = [(a, b) for a, b in zip(wb, cs, strict=True) if a != b]
-    assert diff == [(probe.WB_STORE.rstrip("\n"), probe.CS_STORE.rstrip("\n"))]
+    diff = [(a, b) for a, b in zip(cs, wb, strict=True) if a != b]
+    assert diff == [(probe.CS_STORE.rstrip("\n"), probe.WB_STORE.rstrip("\n"))]
     for name, text in texts.items():
         path = tmp_path / f"rmsnorm_{name}.cu"
         path.write_text(text)
@@ -143,5 +145,10 @@ def test_probe_rmsnorm_forward_stores_compiles_both_copies_without_spills(
             for t, c in cands:
                 use = usage[probe.SLICES.kernel_name(t, c, dtype_name)]
                 assert use.spill_stores == use.spill_loads == 0, (name, t, c, dtype_name, use)
-    with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
-        probe.with_streaming_stores(src.replace(probe.WB_STORE, probe.CS_STORE))
+    other = "wb" if probe.SHIPPED == "cs" else "cs"
+    both = src.replace(
+        probe.STORES[probe.SHIPPED], probe.STORES[probe.SHIPPED] + probe.STORES[other]
+    )
+    for broken in (src.replace(probe.STORES[probe.SHIPPED], "        y[0] = out;\n"), both):
+        with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
+            probe.shipped_store(broken)
