@@ -390,3 +390,40 @@ def test_lab_profile_many_falls_back_to_one_case_at_a_time(monkeypatch) -> None:
     assert [r["impl"] for r in lab.ncu] == ["good"]
     with pytest.raises(RuntimeError, match="ncu failed for bad"):
         _bare_lab(lab_mod).profile_many(cases)
+
+
+def test_save_says_which_implementations_the_run_lost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lab run that replaces a results file with records of an implementation it has none of
+    (a peer not installed on the runner, say) still writes its file, and says which ones and how
+    to put the previous file back; a run with every implementation says nothing of the kind,
+    and a first run (no file yet) neither."""
+    import time
+
+    from minikernel.bench import lab as lab_mod
+    from minikernel.bench.results import dropped_impls, results_path
+
+    data = minimal_results()
+    before = copy.deepcopy(data)
+    before["records"].append(
+        dict(data["records"][0], impl="quack", source_hash="pkg:quack-kernels==0.6.5")
+    )
+    path = results_path("vector_add", gpu_slug(data["env"]["gpu"]), tmp_path)
+    assert dropped_impls(path, data["records"]) == []  # no file yet
+    lab = lab_mod.Lab.__new__(lab_mod.Lab)
+    lab.op, lab.root, lab.env, lab.ceilings = "vector_add", tmp_path, data["env"], data["ceilings"]
+    lab.records, lab.ncu, lab.extra = data["records"], [], {}
+    lab.spent, lab.started = dict.fromkeys(lab_mod.SPENT, 0.0), time.monotonic()
+    lab.save()
+    assert "note:" not in capsys.readouterr().out  # a first run
+    write_atomic(before, path)
+    assert dropped_impls(path, data["records"]) == ["quack"]
+    lab.save()
+    out = capsys.readouterr().out
+    assert "had records of quack, and this run has none" in out and "git checkout" in out
+    assert json.loads(path.read_text())["records"] == data["records"]  # written all the same
+    lab.save()  # the file it replaces now is the last run's: nothing lost
+    assert "note:" not in capsys.readouterr().out
+    path.write_text("{not json")
+    assert dropped_impls(path, data["records"]) == []

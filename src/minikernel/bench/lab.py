@@ -22,7 +22,7 @@ from . import ceilings as _ceilings
 from .clocks import ClockSampler
 from .energy import EnergyCounter, loop_energy
 from .env import collect_env, gpu_slug
-from .results import RESULTS_DIR, SCHEMA_VERSION, results_path, write_atomic
+from .results import RESULTS_DIR, SCHEMA_VERSION, dropped_impls, results_path, write_atomic
 from .timing import time_gpu
 
 
@@ -385,8 +385,17 @@ class Lab:
 
     def save(self) -> Path:
         path = results_path(self.op, self.slug, self.root)
+        dropped = dropped_impls(path, self.records)
         write_atomic(self.data(), path)
         print(f"[{self.op}] wrote {path} ({len(self.records)} records, {len(self.ncu)} ncu)")
+        if dropped:  # a run to compare with the one before it, not to commit in its place
+            print(
+                f"[{self.op}] note: the file this run replaced had records of "
+                f"{', '.join(dropped)}, and this run has none (the lines above say why: not "
+                f"installed, or refused). Its pages compare against them: `git diff {path}` "
+                f"shows what changed, and `git checkout {path}` puts the previous file back.",
+                flush=True,
+            )
         print(spent_line(self.op, self.spent, time.monotonic() - self.started), flush=True)
         return path
 

@@ -70,3 +70,15 @@ def load(path: Path) -> dict[str, Any]:
 
 def results_path(op: str, gpu_slug: str, root: Path = RESULTS_DIR) -> Path:
     return root / gpu_slug / f"{op}.json"
+
+
+def dropped_impls(path: Path, records: list[dict[str, Any]]) -> list[str]:
+    """The implementations the results file at ``path`` has records of and ``records`` (a new
+    run's) has none of, sorted: a peer that did not run this time (not installed, or refused),
+    or a rung taken out. Empty when there is no file yet, or it cannot be read."""
+    try:
+        old = json.loads(path.read_text())["records"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    now = {r["impl"] for r in records}
+    return sorted({r["impl"] for r in old if isinstance(r, dict) and "impl" in r} - now)
