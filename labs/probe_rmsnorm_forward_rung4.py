@@ -37,8 +37,13 @@ variants of rmsnorm.cu by editing its text:
              before it waits for x), at half the blocks per SM to make room
 
 checks each against the shipped kernel's output, and times them with it and QuACK (where it is
-installed) in interleaved rounds. The fused-rmsnorm page (section 6, rung 4) says what an H200
-showed. It prints, it writes nothing: the course's numbers come from ``nox -s labs``.
+installed) in interleaved rounds. The plain stores of big_wb, cg_wb and k3w_wb are __stwb, one
+16-byte store per vector; the runs the page reports wrote them as a uint4 assignment, which
+compiled to four 32-bit stores per vector (cuobjdump: STG.E where the shipped kernel has
+STG.E.EF.128), so those runs timed the split, not the cache policy
+(probe_rmsnorm_forward_stores.py times the policy alone). The fused-rmsnorm page (section 6,
+rung 4) says what an H200 showed. It prints, it writes nothing: the course's numbers come
+from ``nox -s labs``.
 """
 
 from __future__ import annotations
@@ -194,7 +199,8 @@ K3W_OUT = """#pragma unroll
 """ + weights_from_registers("w", "        ")
 K3_STORE = "        store_vec(yr + j, out);\n"
 K3_PLAIN_STORE = (
-    "        *reinterpret_cast<uint4*>(yr + j) = *reinterpret_cast<const uint4*>(&out);  // probe\n"
+    "        __stwb(reinterpret_cast<uint4*>(yr + j), *reinterpret_cast<const uint4*>(&out));"
+    "  // probe\n"
 )
 K3_CAPS = (3, 4)  # blocks per SM for k3cap
 SM_SMEM = 233472  # shared memory of an sm_90 SM (228 KB), all of it given to shared memory
@@ -211,9 +217,9 @@ def cap_smem(blocks: int) -> int:
 X_LOAD = "        if (i < s.count) xv[k] = load_vec_plain(xr + static_cast<long long>(i) * V);\n"
 BIG_SHAPES = ((1024, 2), (1024, 4))  # added to the shipped entries in "big"
 STORE = "            store_vec(yr + static_cast<long long>(i) * V, out);\n"
-PLAIN_STORE = (
-    "            *reinterpret_cast<uint4*>(yr + static_cast<long long>(i) * V) =\n"
-    "                *reinterpret_cast<const uint4*>(&out);  // probe: a plain store\n"
+PLAIN_STORE = (  # __stwb: one 16-byte store (a uint4 assignment here compiled to four 32-bit ones)
+    "            __stwb(reinterpret_cast<uint4*>(yr + static_cast<long long>(i) * V),\n"
+    "                   *reinterpret_cast<const uint4*>(&out));  // probe: a plain store\n"
 )
 # wreg: the weights loaded into registers with x, before the sum (QuACK's order), as raw
 # 16-byte words; the blocks drop to half the SM (64 registers a thread) to make room.

@@ -334,3 +334,49 @@ def test_kernel_opts_in_to_large_shared_memory_and_clusters_of_16_once() -> None
     fresh = loader.Kernel(types.SimpleNamespace(driver=driver), "k16", "fn")
     with pytest.raises(CudaLaunchError, match="allowing k16 clusters of 16 blocks failed"):
         fresh.allow_cluster_size(16)
+
+
+SASS_LINES = """
+    /*0e20*/               STG.E.128.STRONG.SM desc[UR8][R26.64], R4 ; /* 0x000000041a007986 */
+    /*1070*/           @P1 STG.E.EF.128 desc[UR8][R26.64+0x2000], R4 ; /* 0x002000041a007986 */
+    /*1080*/          @!P0 STG.E desc[UR8][R2.64], R0 ; /* 0x0000000002007986 */
+    /*1090*/               LDG.E.128 R4, desc[UR8][R2.64] ; /* 0x0000000402047981 */
+    /*10a0*/           @P0 EXIT ; /* 0x000000000000094d */
+"""
+
+
+def test_opcodes_counts_each_opcode_with_its_suffixes_not_its_predicate() -> None:
+    """minikernel.cuda.sass.opcodes reads cuobjdump's lines: the opcode with every suffix (the
+    suffix is what tells a streaming store from a plain one), a predicate left out, and only
+    the opcodes that start with the prefix asked for."""
+    from minikernel.cuda.sass import opcodes
+
+    assert opcodes(SASS_LINES, "STG") == {"STG.E.128.STRONG.SM": 1, "STG.E.EF.128": 1, "STG.E": 1}
+    assert opcodes(SASS_LINES) == {
+        "STG.E.128.STRONG.SM": 1,
+        "STG.E.EF.128": 1,
+        "STG.E": 1,
+        "LDG.E.128": 1,
+        "EXIT": 1,
+    }
+    assert opcodes("no code here", "STG") == {}
+
+
+def test_sass_names_what_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Without cuobjdump on PATH or in Triton's wheel, sass() says where to get one; a kernel
+    the module does not hold is a KeyError that lists the ones it does."""
+    import sys
+    import types
+
+    from minikernel.cuda import sass as sass_mod
+    from minikernel.cuda.loader import CompiledModule
+
+    module = CompiledModule(tmp_path / "x.cu", "sm_90", b"\0.text.real_kernel\0", "", 0.0)
+    with pytest.raises(KeyError, match="real_kernel"):
+        sass_mod.sass(module, "other_kernel")
+    monkeypatch.setattr(sass_mod.shutil, "which", lambda name: None)
+    fake = types.ModuleType("triton")
+    fake.__file__ = str(tmp_path / "triton" / "__init__.py")
+    monkeypatch.setitem(sys.modules, "triton", fake)
+    with pytest.raises(sass_mod.SassUnavailable, match="CUDA toolkit, or Triton"):
+        sass_mod.cuobjdump()

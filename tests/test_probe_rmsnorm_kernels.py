@@ -123,6 +123,7 @@ def test_probe_rmsnorm_forward_stores_compiles_both_copies_without_spills(
 
     import minikernel.kernels.rmsnorm as rn
     from minikernel.cuda import compile_file
+    from minikernel.cuda.sass import SassUnavailable, opcodes, sass
 
     probe = load_probe("probe_rmsnorm_forward_stores")
     src = rn.CU_FILE.read_text()
@@ -136,15 +137,26 @@ def test_probe_rmsnorm_forward_stores_compiles_both_copies_without_spills(
     for name, text in texts.items():
         path = tmp_path / f"rmsnorm_{name}.cu"
         path.write_text(text)
-        usage = compile_file(path, "sm_90").usage
+        module = compile_file(path, "sm_90")
         for m, n, dtype_name in probe.SHAPES:
             dtype = getattr(torch, dtype_name)
             cands = probe.SLICES.candidates(n, dtype_name)
             shipped = rn.plan5(m, n, dtype, (9, 0), True)
             assert (shipped.threads, shipped.cluster) in cands, (n, dtype_name)
             for t, c in cands:
-                use = usage[probe.SLICES.kernel_name(t, c, dtype_name)]
+                use = module.usage[probe.SLICES.kernel_name(t, c, dtype_name)]
                 assert use.spill_stores == use.spill_loads == 0, (name, t, c, dtype_name, use)
+        # What the line compiles to: y in four 16-byte stores a thread, streaming (EF, evict
+        # first) in the cs copy and not in the wb copy, never split into 32-bit stores (the one
+        # 32-bit store is rstd's), as the earlier probes' plain stores were.
+        try:
+            code = sass(module, "rmsnorm_kernel5_t512_c2_bf16")
+        except SassUnavailable:
+            continue
+        stores = opcodes(code, "STG")
+        wide = {op: k for op, k in stores.items() if ".128" in op}
+        assert sum(wide.values()) == rn.KERNEL4_VECS and stores["STG.E"] == 1, (name, stores)
+        assert all((".EF." in op) == (name == "cs") for op in wide), (name, stores)
     other = "wb" if probe.SHIPPED == "cs" else "cs"
     both = src.replace(
         probe.STORES[probe.SHIPPED], probe.STORES[probe.SHIPPED] + probe.STORES[other]
@@ -152,3 +164,36 @@ def test_probe_rmsnorm_forward_stores_compiles_both_copies_without_spills(
     for broken in (src.replace(probe.STORES[probe.SHIPPED], "        y[0] = out;\n"), both):
         with pytest.raises(SystemExit, match=r"rmsnorm\.cu changed"):
             probe.shipped_store(broken)
+
+
+def test_probe_rmsnorm_forward_staged_compiles_and_its_plain_stores_are_16_bytes(
+    tmp_path: Path,
+) -> None:
+    """labs/probe_rmsnorm_forward_staged.py appends its kernel to a copy of rmsnorm.cu: the
+    copy compiles for sm_90 (it once stopped compiling when rung 6 brought a helper of the
+    same name into rmsnorm.cu), every candidate is in it, and the "plain" variant writes y in
+    one 16-byte store a vector (STG.E.128, not the four 32-bit stores a vector assignment
+    compiled to) where the other variants stream it (STG.E.EF.128). The rung-4 probe's plain
+    stores are the same __stwb."""
+    from minikernel.cuda import compile_file
+    from minikernel.cuda.sass import SassUnavailable, opcodes, sass
+    from minikernel.kernels.rmsnorm import CU_FILE
+
+    probe = load_probe("probe_rmsnorm_forward_staged")
+    path = tmp_path / "rmsnorm_staged.cu"
+    path.write_text(probe.with_candidates(CU_FILE.read_text()))
+    module = compile_file(path, "sm_90")
+    for (_, _, dtype_name), launches in probe.CANDIDATES.items():
+        for (t, k, c, _), v in probe.variants(launches):
+            assert probe.kernel_name(dtype_name, t, k, c, v) in module.kernel_names
+    for rung4_store in ("PLAIN_STORE", "K3_PLAIN_STORE"):
+        assert "__stwb(" in getattr(load_probe("probe_rmsnorm_forward_rung4"), rung4_store)
+    try:
+        (t, k, c, _), _ = probe.variants(probe.CANDIDATES[32768, 32768, "bfloat16"])[1]
+        plain = opcodes(sass(module, probe.kernel_name("bfloat16", t, k, c, " plain")), "STG")
+        ours = opcodes(sass(module, probe.kernel_name("bfloat16", t, k, c, "")), "STG")
+    except SassUnavailable:
+        pytest.skip("no cuobjdump: the SASS half of this test needs the CUDA toolkit or Triton")
+    wide = sum(n for op, n in plain.items() if op.startswith("STG.E.128"))
+    assert wide == k and plain["STG.E"] == 1, plain  # k vectors of y, and rstd
+    assert ours["STG.E.EF.128"] == k and ours["STG.E"] == 1, ours
