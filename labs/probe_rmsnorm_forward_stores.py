@@ -13,12 +13,14 @@ kernel of ours already beats QuACK on a row of this size: triton:2 at 16384 x 32
 lab 02 (the same 4.3 GB as 32768 x 32768 bf16, where QuACK leads every rung), which writes y
 with plain stores.
 
-This probe compiles two copies of rmsnorm.cu with rung 5 instantiated for every block of 256,
+This probe compiles copies of rmsnorm.cu with rung 5 instantiated for every block of 256,
 512 or 1024 threads that makes each row with a cluster of 1 to 16 (the slices of
 probe_rmsnorm_forward_slices.py, four vectors a thread): one whose rung 5 streams y with
 store_vec (".cs") and one whose rung 5 writes it with __stwb (st.global.wb, the default policy:
-"wb"). One of the two is rung 5 as shipped, whichever store it ships; the other differs from it
-in that one line. A store hint does not change a value, so both give the shipped rung 5's bits
+"wb"); and a third with a weak plain store ("wk": st.global.v4.b32, which compiles to
+STG.E.128 where __stwb's st.global.wb compiles to STG.E.128.STRONG.SM on sm_90). One of the
+copies is rung 5 as shipped, whichever store it ships; the others differ from it in that
+store. How a value is stored does not change it, so every copy gives the shipped rung 5's bits
 at the same slice; each candidate is checked against the shipped rung 5 on the whole output,
 into a NaN-filled y. They race the shipped rungs 4 and 5, triton:2 as the lab launches it, and
 QuACK (where it is installed) in interleaved rounds, all timed like the lab.
@@ -26,7 +28,8 @@ QuACK (where it is installed) in interleaved rounds, all timed like the lab.
 Byte model and prediction: the same bytes for every candidate (x read, y written, the weights
 from L2). If the streaming hint is what keeps rung 5 about a per cent behind QuACK on these
 rows, the wb copies gain about that much; if the earlier probes' verdict holds for rung 5 too,
-every wb copy is slower than its .cs twin. On the H200 (2026-12-03, 5 rounds) the wb copy was
+every wb copy is slower than its .cs twin. The wk copies had not run on a GPU when this was
+written. On the H200 (2026-12-03, 5 rounds) the wb copy was
 faster than the .cs one at rung 5's shipped slice of every row, by under a per cent to about
 one, and no slower at any other slice; at four of the five rows it was level with QuACK or
 ahead. A lab run with rung 5 switched to plain stores, on the same day but without QuACK (its
@@ -84,18 +87,28 @@ WB_STORE = (
     "        __stwb(reinterpret_cast<uint4*>(yr + i), *reinterpret_cast<const uint4*>(&out));\n"
 )
 """Rung 5's store of y as plain (st.global.wb, one 16-byte store)."""
-STORES = {"cs": CS_STORE, "wb": WB_STORE}
+WK_STORE = (
+    '        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(yr + i),\n'
+    '                     "r"(reinterpret_cast<const uint4&>(out).x),\n'
+    '                     "r"(reinterpret_cast<const uint4&>(out).y),\n'
+    '                     "r"(reinterpret_cast<const uint4&>(out).z),\n'
+    '                     "r"(reinterpret_cast<const uint4&>(out).w) : "memory");\n'
+)
+"""Rung 5's store of y as a weak plain store (st.global.v4.b32: STG.E.128, where __stwb's
+st.global.wb compiles to STG.E.128.STRONG.SM); the memory clobber keeps the weights' loads
+after it, as a store's would be."""
+STORES = {"cs": CS_STORE, "wb": WB_STORE, "wk": WK_STORE}
 
 
 def shipped_store(src: str) -> str:
-    """Which store ("cs" or "wb") rung 5 ships in ``src`` (rmsnorm.cu, with or without the
+    """Which store ("cs", "wb" or "wk") rung 5 ships in ``src`` (rmsnorm.cu, with or without the
     slices probe's entries); stops unless exactly one of the two is in rung 5's section, once."""
     body = src[src.index("--8<-- [start:kernel5]") : src.index("--8<-- [end:kernel5]")]
     found = [name for name, line in STORES.items() if body.count(line) == 1]
     if len(found) != 1 or sum(body.count(line) for line in STORES.values()) != 1:
         raise SystemExit(
             f"probe_rmsnorm_forward_stores: rmsnorm.cu changed; rung 5 should store y with one "
-            f"of:\n{CS_STORE}{WB_STORE}"
+            f"of:\n{''.join(STORES.values())}"
         )
     return found[0]
 
@@ -156,8 +169,8 @@ def probe(m: int, n: int, dtype_name: str, paths: dict[str, Path], rounds: int, 
 
 
 def variants(src: str) -> dict[str, str]:
-    """The two copies this probe compiles, by store ("cs", "wb"): every slice of its rows, one
-    copy with rung 5 as shipped and one with its other store."""
+    """The copies this probe compiles, one per store of STORES: every slice of its rows, one
+    copy with rung 5 as shipped and one with each of its other stores."""
     slices = SLICES.with_candidates(src)
     return {name: with_store(slices, name) for name in STORES}
 
