@@ -98,6 +98,9 @@ WK_STORE = (
 st.global.wb compiles to STG.E.128.STRONG.SM); the memory clobber keeps the weights' loads
 after it, as a store's would be."""
 STORES = {"cs": CS_STORE, "wb": WB_STORE, "wk": WK_STORE}
+SASS_STORE = {"cs": "STG.E.EF.128", "wb": "STG.E.128.STRONG.SM", "wk": "STG.E.128"}
+"""What each store compiles to on sm_90 (cuobjdump): one 16-byte store a vector, evict-first
+(EF) or not, strong at SM scope or weak. The tests check each copy's rung 5 against it."""
 
 
 def shipped_store(src: str) -> str:

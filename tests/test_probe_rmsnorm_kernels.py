@@ -22,12 +22,14 @@ def test_probe_rmsnorm_forward_slices_compiles_every_candidate_without_spills(
 
     import minikernel.kernels.rmsnorm as rn
     from minikernel.cuda import compile_file
+    from minikernel.cuda.sass import SassUnavailable, opcodes, sass
 
     probe = load_probe("probe_rmsnorm_forward_slices")
     src = rn.CU_FILE.read_text()
     path = tmp_path / "rmsnorm_slices.cu"
     path.write_text(probe.with_candidates(src))
-    usage = compile_file(path, "sm_90").usage
+    module = compile_file(path, "sm_90")
+    usage = module.usage
     for m, n, dtype_name in probe.SHAPES:
         dtype = getattr(torch, dtype_name)
         cands = probe.candidates(n, dtype_name)
@@ -38,6 +40,16 @@ def test_probe_rmsnorm_forward_slices_compiles_every_candidate_without_spills(
             assert t * rn.KERNEL4_VECS * c * (16 // dtype.itemsize) == n
             use = usage[probe.kernel_name(t, c, dtype_name)]
             assert use.spill_stores == use.spill_loads == 0, (t, c, dtype_name, use)
+    # rung 5's store of y as shipped, read in the SASS (the stores probe's shipped copy is this
+    # one: its test compiles only the other stores)
+    stores = load_probe("probe_rmsnorm_forward_stores")
+    try:
+        code = sass(module, "rmsnorm_kernel5_t512_c2_bf16")
+    except SassUnavailable:
+        code = None
+    if code is not None:
+        wide = {op for op in opcodes(code, "STG") if ".128" in op}
+        assert wide == {stores.SASS_STORE[stores.SHIPPED]}, wide
     # the cluster of one: a 64 KB bf16 row in one block of 1024 threads, rung 5's guard lifted
     # in its copy only (rung 4 keeps its own)
     assert (1024, 1) in probe.candidates(32768, "bfloat16")
