@@ -397,7 +397,8 @@ VARIANTS: dict[str, Variant] = {
         "cuda:5",
         lambda x, w, o, eps=1e-6, rstd=None: _launch_cuda(5, x, w, o, eps, rstd),
         _CUDA_SOURCES,
-        "rung 4 with fewer instructions per element, where every slice is whole; else rung 4",
+        "rung 4 with fewer instructions per element and plain stores, where every slice is whole; "
+        "else rung 4",
     ),
     "cuda:6": Variant(
         OP,

@@ -11,7 +11,8 @@
 //   rmsnorm_kernel4  rows past 32 KB: each block's slice of the row (32 or 64 KB) held in
 //                    registers, loaded with plain 16-byte loads, clusters of 2-16 blocks (sm_90+)
 //   rmsnorm_kernel5  kernel 4 with fewer instructions per element, where every slice is whole
-//                    and there is a weight: one instruction per bf16 widened, no bounds checks
+//                    and there is a weight: one instruction per bf16 widened, no bounds checks;
+//                    and y written with plain 16-byte stores where kernel 4 streams it (.cs)
 //   rmsnorm_kernel6  rows past 256 KB in QuACK's order of steps: each 64 KB slice copied into
 //                    shared memory with cp.async.ca while the weights load into registers
 //
@@ -406,8 +407,12 @@ MK_FOR_EACH_DTYPE(RMSNORM4)
 //     reconvergence marks around it (BSSY, BSYNC);
 //   - the weight pointer's null test per vector, and a 1.0 moved into every weight slot for the
 //     case without one.
-// Same loads, same stores, same cluster exchange and the same arithmetic in the same order, so
-// the same bits as kernel 4.
+// Same loads, same cluster exchange and the same arithmetic in the same order, so the same bits
+// as kernel 4. One change is not an instruction: y goes out with plain 16-byte stores (__stwb:
+// st.global.wb, the default policy, one STG.E.128) where kernel 4's are streaming (.cs, evict
+// first), as softmax's rung 16 found on its long rows. labs/probe_rmsnorm_forward_stores.py
+// timed this kernel both ways at every slice of the lab's long rows on the H200: the plain
+// stores were faster at the shipped slice of each row, and no slower at any other.
 constexpr int KERNEL5_VECS = KERNEL4_VECS;
 
 // Element e of a 16-byte vector as fp32, for 16-bit floats read as 32-bit words (the same
@@ -486,7 +491,7 @@ __device__ __forceinline__ void rmsnorm5(const T* x, const W* w, T* y, float* rs
             const float wf = lean_at(wv[e / Vec<W>::N], e % Vec<W>::N);
             out.v[e] = from_float<T>(lean_at(xv[k], e) * rstd * wf);
         }
-        store_vec(yr + i, out);
+        __stwb(reinterpret_cast<uint4*>(yr + i), *reinterpret_cast<const uint4*>(&out));
     }
     if (rstd_out && rank == 0 && threadIdx.x == 0) rstd_out[row] = rstd;
 }
