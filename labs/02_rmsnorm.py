@@ -483,8 +483,9 @@ lab.profile_many(
 #
 # Four places where the last runs left ours close to QuACK and a profile would say more than the
 # timings. The forward at 32768 x 32768 and 32768 x 65536 bf16, the two rows where QuACK's forward
-# stayed ahead of ours with their spreads apart in some runs: the faster of rungs 4 and 5 there in
-# the runs before (rung 4 at 64 KB rows, rung 5 at 128 KB) beside QuACK, the same bytes from each.
+# stayed ahead of ours with their spreads apart in some runs, until rung 5 wrote y with plain
+# stores: the faster of rungs 4 and 5 there in the runs before (rung 4 at 64 KB rows, rung 5 at
+# 128 KB) beside QuACK, the same bytes from each.
 # The forward at 32768 x 131072 bf16, where rung 4 (`cuda:4`, each block's slice of the row in
 # registers over a cluster) is a little behind QuACK's forward, which stages its slice in shared
 # memory: the same bytes, so the question is what its warps wait on. The forward at 16384 x 131072
@@ -500,8 +501,9 @@ lab.profile_many(
 # Cuatro sitios donde las últimas ejecuciones dejaron lo nuestro cerca de QuACK y un perfil diría
 # más que los tiempos. El forward en 32768 x 32768 y 32768 x 65536 bf16, las dos filas donde el
 # forward de QuACK siguió por delante del nuestro con las dispersiones separadas en algunas
-# ejecuciones: el más rápido de los peldaños 4 y 5 allí en las ejecuciones anteriores (el 4 con
-# filas de 64 KB, el 5 con las de 128 KB) junto a QuACK, con los mismos bytes en cada pareja. El
+# ejecuciones, hasta que el peldaño 5 pasó a escribir y con stores normales: el más rápido de
+# los peldaños 4 y 5 allí en las ejecuciones anteriores (el 4 con filas de 64 KB, el 5 con las
+# de 128 KB) junto a QuACK, con los mismos bytes en cada pareja. El
 # forward en 32768 x 131072 bf16, donde el peldaño 4 (`cuda:4`, el trozo de la fila de cada bloque
 # en registros sobre un cluster) va un poco por detrás del forward de QuACK, que deja su trozo en
 # memoria compartida: los mismos bytes, así que la pregunta es en qué esperan sus warps. El forward

@@ -3,9 +3,10 @@
     python labs/probe_rmsnorm_forward_stores.py              # the rows below, 5 rounds
     python labs/probe_rmsnorm_forward_stores.py --rounds 3 --n 32768 --dtype bfloat16
 
-Rung 5 (rmsnorm5 in rmsnorm.cu) writes y as rung 4 does, with streaming stores (store_vec:
-st.global.cs, evict-first). Two earlier probes changed the stores alone and lost: rung 4 at its
-shipped blocks (probe_rmsnorm_forward_rung4.py) and rung 6 (probe_rmsnorm_forward_staged.py, at
+Rung 4 (rmsnorm4 in rmsnorm.cu) writes y with streaming stores (store_vec: st.global.cs,
+evict-first); rung 5 wrote it the same way until this probe, and now writes it with __stwb.
+Two earlier probes changed the stores alone and lost: rung 4 at its shipped blocks
+(probe_rmsnorm_forward_rung4.py) and rung 6 (probe_rmsnorm_forward_staged.py, at
 half the speed, with a store of the vector that may compile to four 32-bit stores). Softmax's
 rung 16 went the other way: its plain stores (__stwb, one 16-byte store) are what put it ahead
 of rung 14 and of QuACK on rows of 64K and 128K bf16 values (probe_softmax_stores.py). And one
@@ -28,16 +29,14 @@ QuACK (where it is installed) in interleaved rounds, all timed like the lab.
 Byte model and prediction: the same bytes for every candidate (x read, y written, the weights
 from L2). If the streaming hint is what keeps rung 5 about a per cent behind QuACK on these
 rows, the wb copies gain about that much; if the earlier probes' verdict holds for rung 5 too,
-every wb copy is slower than its .cs twin. The wk copies had not run on a GPU when this was
-written. On the H200 (2026-12-03, 5 rounds) the wb copy was
+every wb copy is slower than its .cs twin. On the H200 (2026-12-03, 5 rounds) the wb copy was
 faster than the .cs one at rung 5's shipped slice of every row, by under a per cent to about
 one, and no slower at any other slice; at four of the five rows it was level with QuACK or
-ahead. A lab run with rung 5 switched to plain stores, on the same day but without QuACK (its
-wheels did not reach the runner), had rung 5 faster than the committed run at a83e70c3b27a had
-it at the bf16 rows of 32768, 65536 and 131072 and the fp32 row of 32768; that run was not
-committed, and rung 5 ships its streaming stores until a complete run of ``nox -s labs``
-measures the change. It
-prints, it writes nothing: the course's numbers come from ``nox -s labs``.
+ahead. Rung 5 has shipped the wb store since 3fc473ae817e, whose run of ``nox -s labs`` had it
+ahead of QuACK at the three long bf16 rows. A second run of this probe, the same day with the
+wb store shipped, had the wk copies level with wb at every slice (within a tenth of a per cent)
+and the .cs copies the slowest at each shipped slice again. It prints, it writes nothing: the
+course's numbers come from ``nox -s labs``.
 """
 
 from __future__ import annotations
