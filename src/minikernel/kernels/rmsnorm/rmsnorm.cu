@@ -1073,8 +1073,10 @@ __device__ __forceinline__ float tile_take(const uint4* xs, const uint4* ds, flo
     return dot;
 }
 
-// dx = (g - xh * c) * r into the row at dxr, rounded once to T (streaming stores: nothing
-// reads dx again here).
+// dx = (g - xh * c) * r into the row at dxr, rounded once to T, with plain 16-byte stores
+// (__stwb, the default write-back policy; STG.E.128.STRONG.SM on sm_90) where these kernels
+// first streamed dx (.cs, evict first: nothing here reads it again). Rung 5's forward gained
+// from the same change to its stores of y; labs/probe_rmsnorm_backward_stores.py races the two.
 template <typename T, int THREADS, int VPT>
 __device__ __forceinline__ void tile_give(T* dxr, float c, float r,
                                           const float (&xh)[VPT][Vec<T>::N],
@@ -1085,7 +1087,8 @@ __device__ __forceinline__ void tile_give(T* dxr, float c, float r,
         Vec<T> o;
 #pragma unroll
         for (int e = 0; e < VN; ++e) o.v[e] = from_float<T>((g[k][e] - xh[k][e] * c) * r);
-        store_vec(dxr + k * THREADS * VN, o);
+        __stwb(reinterpret_cast<uint4*>(dxr + k * THREADS * VN),
+               *reinterpret_cast<const uint4*>(&o));
     }
 }
 
