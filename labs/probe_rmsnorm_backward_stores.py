@@ -22,8 +22,9 @@ a per cent; if the backward's dx stores wait on nothing (its rows are read throu
 shared memory, not the registers the forward streams from), they gain nothing. On the H200
 (2026-12-03, 5 rounds, streaming stores shipped) the plain stores were faster at eight of the
 nine rows, from a third of a per cent to about two (32768 fp32), and level at 8192 fp32, where
-both ran at the copy ceiling. It prints, it writes nothing: the course's numbers come from
-``nox -s labs``.
+both ran at the copy ceiling. tile_give has written dx with the plain stores since c208d0e9d67c,
+so the probe now races them against the streaming ones they replaced. It prints, it writes
+nothing: the course's numbers come from ``nox -s labs``.
 """
 
 from __future__ import annotations
