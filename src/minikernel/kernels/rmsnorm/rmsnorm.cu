@@ -1127,7 +1127,9 @@ __device__ __forceinline__ void tile_close(float* out, const float (&acc)[VPT][V
 // reads, and no barrier or warp sync guards the ring. The row's rstd rides along in registers,
 // loaded when its copies are issued. The weights are copied into shared memory once (ahead of
 // the ring), the dx and dw arithmetic and the end (rows_dw_finish) are rmsnorm_bwd_rows's, so
-// dx has the same bits. Dynamic shared memory: the weights (n W's, rounded up to 16 bytes),
+// dx has the same bits; dx goes out with plain 16-byte stores (__stwb), as tile_give writes it,
+// where rmsnorm_bwd_rows streams it (labs/probe_rmsnorm_backward_stores.py races the two).
+// Dynamic shared memory: the weights (n W's, rounded up to 16 bytes),
 // then WARPS x S stages of 2 x 32 K vectors (ring_smem_bytes on the host).
 template <typename T, typename W, int K, int WARPS, int S>
 __device__ __forceinline__ void rmsnorm_bwd_ring(const T* dy, const T* x, const W* w,
@@ -1216,8 +1218,9 @@ __device__ __forceinline__ void rmsnorm_bwd_ring(const T* dy, const T* x, const 
                 const Vec<T> dv = *reinterpret_cast<const Vec<T>*>(st + 32 * (K + k));
                 float wf[V];
                 staged_weights<W, V>(w, ws + static_cast<long long>(i) * V, wf);
-                store_vec(dxr + static_cast<long long>(i) * V,
-                          dx_and_dw<T, V>(xv, dv, wf, r, coef, acc[k]));
+                const Vec<T> o = dx_and_dw<T, V>(xv, dv, wf, r, coef, acc[k]);
+                __stwb(reinterpret_cast<uint4*>(dxr + static_cast<long long>(i) * V),
+                       *reinterpret_cast<const uint4*>(&o));
             }
         }
         slot = slot == S - 1 ? 0 : slot + 1;
