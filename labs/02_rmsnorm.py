@@ -492,8 +492,9 @@ lab.profile_many(
 # fp32, where rung 6 (QuACK's order of steps in CUDA C) is ahead of QuACK in the short timing and
 # level with it in the two-second loop, where it spends more energy per call: rung 6, rung 4 and
 # QuACK side by side. And the short-row backward at 32768 x 1024 bf16, where `cuda:3` runs the ring
-# kernel (a warp per row, its next rows on their way through shared memory) and clears 85 % of the
-# ceiling: how busy its DRAM is, against QuACK's backward at the same shape.
+# kernel (a warp per row, its next rows on their way through shared memory) and sits at the edge of
+# 85 % of the ceiling, above it in some runs and just under in others: how busy its DRAM is,
+# against QuACK's backward at the same shape.
 
 # %% [markdown] lang="es"
 # ## 6. Perfilar: las distancias que quedan con QuACK
@@ -511,8 +512,9 @@ lab.profile_many(
 # de QuACK en la medida corta y empata con él en el bucle de dos segundos, donde gasta más energía
 # por llamada: el peldaño 6, el 4 y QuACK, uno junto a otro. Y el backward de filas cortas en 32768
 # x 1024 bf16, donde `cuda:3` ejecuta el kernel del anillo (un warp por fila, con sus filas
-# siguientes ya en camino por memoria compartida) y pasa del 85 % del techo: qué ocupada tiene la
-# DRAM, frente al backward de QuACK en la misma forma.
+# siguientes ya en camino por memoria compartida) y queda en el borde del 85 % del techo, por
+# encima en unas ejecuciones y justo por debajo en otras: qué ocupada tiene la DRAM, frente al
+# backward de QuACK en la misma forma.
 
 # %%
 BF16, FP32 = torch.bfloat16, torch.float32
