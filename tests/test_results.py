@@ -413,7 +413,7 @@ def test_save_says_which_implementations_the_run_lost(
     assert dropped_impls(path, data["records"]) == []  # no file yet
     lab = lab_mod.Lab.__new__(lab_mod.Lab)
     lab.op, lab.root, lab.env, lab.ceilings = "vector_add", tmp_path, data["env"], data["ceilings"]
-    lab.records, lab.ncu, lab.extra = data["records"], [], {}
+    lab.records, lab.ncu, lab.duels, lab.extra = data["records"], [], [], {}
     lab.spent, lab.started = dict.fromkeys(lab_mod.SPENT, 0.0), time.monotonic()
     lab.save()
     assert "note:" not in capsys.readouterr().out  # a first run

@@ -20,6 +20,7 @@ from typing import Any
 
 from . import ceilings as _ceilings
 from .clocks import ClockSampler
+from .duel import DUEL_REP_MS, DUEL_ROUNDS, DUEL_WITHIN, close_call, run_rounds, verdict
 from .energy import EnergyCounter, loop_energy
 from .env import collect_env, gpu_slug
 from .results import RESULTS_DIR, SCHEMA_VERSION, dropped_impls, results_path, write_atomic
@@ -105,6 +106,7 @@ def cooldown_seconds(nbytes: int | None, flops: int | None = None) -> float:
 SPENT = {
     "idle": "idle before cases",
     "timing": "timing",
+    "duels": "duels",
     "loops": "two-second loops",
     "ncu": "Nsight Compute",
 }
@@ -152,6 +154,7 @@ class Lab:
         self.energy = EnergyCounter(torch.cuda.current_device())
         self.records: list[dict[str, Any]] = []
         self.ncu: list[dict[str, Any]] = []
+        self.duels: list[dict[str, Any]] = []
         self.extra: dict[str, Any] = {"lab": lab_file} if lab_file else {}
         print(
             f"[{op}] {self.env['gpu']} (sm_{self.env['cc'].replace('.', '')}, "
@@ -262,6 +265,101 @@ class Lab:
                 if "loop_capped_frac" in rec
                 else ""
             ),
+            flush=True,
+        )
+        return rec
+
+    def close_calls(
+        self,
+        ours: Callable[[str], bool],
+        peers: Callable[[str], bool],
+        within: float = DUEL_WITHIN,
+    ) -> list[tuple[dict[str, Any], str, str]]:
+        """Every case of this run's records where the fastest of ``ours`` and the fastest of
+        ``peers`` are within ``within`` of each other (duel.close_call), in the order the cases
+        were measured: ``(case, ours_impl, peer_impl)``, where ``case`` holds the keyword
+        arguments of :meth:`duel` (shape, dtype, pass_, bytes, flops, and graph: whether the
+        two records were timed by graph replay)."""
+        seen: list[dict[str, Any]] = []
+        for r in self.records:
+            sel = {"shape": r["shape"], "dtype": r["dtype"], "pass": r.get("pass", "fwd")}
+            if sel not in seen:
+                seen.append(sel)
+        out = []
+        for sel in seen:
+            pair = close_call(self.records, ours, peers, within, **sel)
+            if pair is None:
+                continue
+            recs = [
+                r
+                for r in self.records
+                if r["impl"] in pair and all(r.get(k, "fwd") == v for k, v in sel.items())
+            ]
+            case = {
+                "shape": sel["shape"],
+                "dtype": sel["dtype"],
+                "pass_": sel["pass"],
+                "bytes": recs[0]["bytes"],
+                "flops": recs[0]["flops"],
+                "graph": all(r.get("timing") == "cudagraph" for r in recs),
+            }
+            out.append((case, *pair))
+        return out
+
+    def duel(
+        self,
+        runs: Mapping[str, Callable[[], Any]],
+        *,
+        shape: list[Any],
+        dtype: Any,
+        bytes: int | None = None,
+        flops: int | None = None,
+        pass_: str = "fwd",
+        graph: bool | None = None,
+        rounds: int = DUEL_ROUNDS,
+        rep_ms: float = DUEL_REP_MS,
+    ) -> dict[str, Any]:
+        """Time two implementations (``runs``: ours first, then the peer) against each other in
+        ``rounds`` interleaved rounds (minikernel.bench.duel), with the idle a heavy case gets
+        before each round, and append the per-round medians to the results' ``duels``. Both
+        are timed by one method: ``graph`` as the case's records were (None: events)."""
+        dtype_name = str(dtype).removeprefix("torch.")
+        idle = cooldown_seconds(bytes, flops)
+        methods: set[str] = set()
+
+        def rest() -> None:
+            if idle:
+                time.sleep(idle)
+                self.spent["idle"] += idle
+
+        def timer(fn: Callable[[], Any]) -> float:
+            t0 = time.monotonic()
+            t = time_gpu(fn, graph=bool(graph), rep_ms=rep_ms)
+            self.spent["duels"] += time.monotonic() - t0
+            methods.add(t.method)
+            return t.median_us
+
+        got = run_rounds(runs, rounds, timer, rest)
+        a, b = list(runs)
+        rec: dict[str, Any] = {
+            "impls": [a, b],
+            "shape": list(shape),
+            "dtype": dtype_name,
+            "pass": pass_,
+            "rounds": rounds,
+            "median_us": {k: [round(x, 3) for x in v] for k, v in got["us"].items()},
+            "first": got["first"],
+            "bytes": bytes,
+            "flops": flops,
+            "timing": methods.pop(),
+            "source_hash": {k: self.source_hash(k) for k in (a, b)},
+        }
+        self.duels.append(rec)
+        v = verdict(rec["median_us"][a], rec["median_us"][b])
+        print(
+            f"[{self.op}] duel {a} vs {b} {dtype_name} {pass_} {list(shape)}: {a} faster in "
+            f"{v['wins']} of {rounds} rounds, {b} in {v['losses']}, {b}/{a} median ratio "
+            f"{v['ratio']:.4f}: {v['state']}",
             flush=True,
         )
         return rec
@@ -380,6 +478,8 @@ class Lab:
         }
         if self.ncu:
             data["ncu"] = self.ncu
+        if self.duels:
+            data["duels"] = self.duels
         data.update(self.extra)
         return data
 

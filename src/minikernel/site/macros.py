@@ -309,6 +309,46 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         return str(render.best_impl(load(op, gpu), sel, among, field, best)["impl"])
 
     @env.macro
+    def duels_table(op: str, gpu: str | None = None) -> str:
+        """Every close call of the run (minikernel.bench.duel): ours against the fastest peer
+        in interleaved rounds, with the sign test's verdict."""
+        f = load(op, gpu)
+        return render.duels_table(f, lang(), href(op, f.slug), repo_url)
+
+    @env.macro
+    def duel(op: str, sel: dict, state: str | None = None, gpu: str | None = None) -> str:
+        """The duel at the case ``sel`` in words ("`cuda:5` faster in 5 of 8 rounds, `quack` in
+        3"), with provenance; fails the build when there is none, or when ``state`` (ahead,
+        level, behind: what the sentence around it says) is not its verdict."""
+        f = load(op, gpu)
+        res = render.check_duel(f, sel, state)
+        text = render.t(
+            lang(),
+            "duel_inline",
+            a=res["a"],
+            b=res["b"],
+            wins=res["wins"],
+            n=res["n"],
+            losses=res["losses"],
+        )
+        return render.inline(
+            f,
+            text,
+            lang(),
+            href(op, f.slug),
+            stale=render.duel_stale(f.op, res["record"]),
+            repo_url=repo_url,
+        )
+
+    @env.macro
+    def duel_state(op: str, sel: dict, gpu: str | None = None) -> str:
+        """The verdict of the duel at the case ``sel``: "ahead", "level" or "behind" (ours
+        against the peer), or "none" when the run had no close call there, for a page's
+        conditions (which sentence the results support)."""
+        rec = render.duel_record(load(op, gpu), sel)
+        return "none" if rec is None else render.duel_result(rec)["state"]
+
+    @env.macro
     def expect(text: str, name: str, what: str, op: str | None = None) -> str:
         """Pass a rendered name through (from best_of or ncu_stall) if it is ``name``; else fail
         the build, because the sentence around it explains why it is ``name``."""

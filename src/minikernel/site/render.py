@@ -54,6 +54,17 @@ TEXT = {
         "load_inline": "torch.utils.cpp_extension.load_inline, first use",
         "way": "way to build",
         "time": "time",
+        "case": "case",
+        "ours": "ours",
+        "peer": "peer",
+        "rounds_won": "rounds ours was faster",
+        "duel_ratio": "peer's time over ours (median of rounds)",
+        "verdict": "verdict",
+        "ahead": "ahead",
+        "level": "level",
+        "behind": "behind",
+        "of": "{k} of {n}",
+        "duel_inline": "`{a}` faster in {wins} of {n} rounds, `{b}` in {losses}",
     },
     "es": {
         "measured": "Medido en una {gpu} el {date}, commit {commit}{dirty}",
@@ -90,6 +101,17 @@ TEXT = {
         "load_inline": "torch.utils.cpp_extension.load_inline, primer uso",
         "way": "forma de compilar",
         "time": "tiempo",
+        "case": "caso",
+        "ours": "nuestro",
+        "peer": "rival",
+        "rounds_won": "rondas en que el nuestro fue más rápido",
+        "duel_ratio": "tiempo del rival entre el nuestro (mediana de las rondas)",
+        "verdict": "veredicto",
+        "ahead": "por delante",
+        "level": "empate",
+        "behind": "por detrás",
+        "of": "{k} de {n}",
+        "duel_inline": "`{a}` más rápido en {wins} de {n} rondas, `{b}` en {losses}",
     },
 }
 
@@ -555,6 +577,87 @@ def compile_times_table(f: ResultsFile, lang: str, href: str, repo_url: str = ""
     if any(is_stale(f.op, r) for r in f.data["records"] if r["impl"].startswith("cuda:")):
         note += f" {stale_badge(f.op, lang)}"
     return "\n".join(lines) + f"\n\n{note}\n\n" + provenance(f, lang, href, repo_url) + "\n"
+
+
+# --- duels ------------------------------------------------------------------------------------
+
+
+def duels(f: ResultsFile, **sel: Any) -> list[dict[str, Any]]:
+    """The duels (minikernel.bench.duel) of ``f`` matching ``sel`` (shape, dtype, pass...)."""
+    from .data import _matches
+
+    return [d for d in f.data.get("duels", []) if _matches(d, sel)]
+
+
+def duel_record(f: ResultsFile, sel: dict[str, Any]) -> dict[str, Any] | None:
+    """The one duel at the case ``sel`` (its ``impl`` ignored), None when the run had none
+    there; raises ClaimFailed if it had two."""
+    found = duels(f, **{k: v for k, v in sel.items() if k != "impl"})
+    if len(found) > 1:
+        raise ClaimFailed(f"{f.path.name}: {len(found)} duels at {sel}")
+    return found[0] if found else None
+
+
+def duel_result(rec: dict[str, Any]) -> dict[str, Any]:
+    """The sign test of a duel (minikernel.bench.duel.verdict), ours (``impls[0]``) against the
+    peer, with ``a`` and ``b`` naming them."""
+    from minikernel.bench.duel import verdict
+
+    a, b = rec["impls"]
+    return {"a": a, "b": b, "n": rec["rounds"], **verdict(rec["median_us"][a], rec["median_us"][b])}
+
+
+def duel_stale(op: str, rec: dict[str, Any]) -> bool:
+    """Whether either side of a duel measured a source that has changed since."""
+    return any(
+        is_stale(op, {"impl": impl, "source_hash": h}) for impl, h in rec["source_hash"].items()
+    )
+
+
+def check_duel(f: ResultsFile, sel: dict[str, Any], state: str | None) -> dict[str, Any]:
+    """The duel at ``sel`` and its result; raises ClaimFailed when there is none, or when a
+    page states its verdict (``state``: ahead, level or behind) and the results say otherwise."""
+    rec = duel_record(f, sel)
+    if rec is None:
+        raise ClaimFailed(f"{f.path.name}: no duel at {sel}: the run found no close call there")
+    res = duel_result(rec)
+    if state is not None and res["state"] != state:
+        raise ClaimFailed(
+            f"{f.path.name}: a page says `{res['a']}` is {state} of `{res['b']}` in the duel at "
+            f"{sel}, but its rounds say {res['state']} ({res['wins']} won, {res['losses']} lost "
+            f"of {res['n']}): rewrite the sentence"
+        )
+    return {**res, "record": rec}
+
+
+def duels_table(f: ResultsFile, lang: str, href: str, repo_url: str = "") -> str:
+    """Every duel of the run, in the order it ran: the case, ours and the peer, the rounds ours
+    won, the median of the peer's time over ours, and the sign test's verdict."""
+    recs = f.data.get("duels", [])
+    if not recs:
+        raise ClaimFailed(f"{f.path.name}: no duels in this run")
+    head = ["case", "ours", "peer", "rounds_won", "duel_ratio", "verdict"]
+    lines = [
+        "| " + " | ".join(t(lang, h) for h in head) + " |",
+        "|---|---|---|--:|--:|---|",
+    ]
+    stale = False
+    for rec in recs:
+        res = duel_result(rec)
+        mark = " †" if duel_stale(f.op, rec) else ""
+        stale = stale or bool(mark)
+        case = f"{fmt.shape(rec['shape'], lang)} {rec['dtype']}" + (
+            f" {rec['pass']}" if rec["pass"] != "fwd" else ""
+        )
+        lines.append(
+            f"| {case} | `{res['a']}` | `{res['b']}` | "
+            f"{t(lang, 'of', k=res['wins'], n=res['n'])} | {fmt.number(res['ratio'], lang, 3)}× | "
+            f"{t(lang, res['state'])}{mark} |"
+        )
+    out = "\n".join(lines) + "\n\n"
+    if stale:
+        out += f'<p class="mk-stale-note">{t(lang, "stale_note")}</p>\n'
+    return out + provenance(f, lang, href, repo_url) + "\n"
 
 
 # --- plots -----------------------------------------------------------------------------------
