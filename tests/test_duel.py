@@ -70,6 +70,41 @@ def test_verdict_ignores_the_size_of_a_lead_that_does_not_hold() -> None:
     assert v["state"] == "level" and v["wins"] == 1 and v["ratio"] < 1
 
 
+def test_a_lead_inside_the_margin_is_level() -> None:
+    """Ahead in every round by 0.5 %, but one of the two kernels moved 1 % between its sweep
+    window and the duel: the difference is smaller than what the setting alone does to a
+    kernel, so the two are level; past the margin, the sign test's call stands."""
+    a, b = [10.0] * 8, [10.05] * 8
+    v = duel.verdict(a, b, margin=0.01)
+    assert (v["sign"], v["state"]) == ("ahead", "level")
+    assert duel.verdict(a, b, margin=0.001)["state"] == "ahead"
+    assert duel.verdict(b, a, margin=0.001)["state"] == "behind"
+    with pytest.raises(ValueError, match="margin"):
+        duel.verdict(a, b, margin=-0.1)
+
+
+def test_drift_and_the_margin_of_a_duel_record() -> None:
+    assert duel.drift([10.1, 10.1, 10.3], 10.0) == pytest.approx(0.01)
+    with pytest.raises(ValueError, match="sweep median"):
+        duel.drift([10.0], 0.0)
+    rec = {
+        "impls": ["cuda:2", "quack"],
+        "shape": [8, 1024],
+        "dtype": "float32",
+        "pass": "fwd",
+        "rounds": 8,
+        "median_us": {"cuda:2": [10.0] * 8, "quack": [10.05] * 8},
+    }
+    # quack's sweep window had it at 10.15: it moved 1 % by the duel, more than the 0.5 % lead
+    sweep = [_rec("cuda:2", 10.0), _rec("quack", 10.15), _rec("quack", 9.0, n=4096)]
+    v = duel.duel_verdict(rec, sweep)
+    assert v["margin"] == pytest.approx(1 - 10.05 / 10.15)
+    assert (v["a"], v["b"], v["sign"], v["state"]) == ("cuda:2", "quack", "ahead", "level")
+    steady = [_rec("cuda:2", 10.0), _rec("quack", 10.05)]  # neither moved: the lead stands
+    assert duel.duel_verdict(rec, steady)["state"] == "ahead"
+    assert duel.duel_verdict(rec, [])["margin"] == 0.0  # no sweep record: no margin
+
+
 @pytest.mark.parametrize(
     ("a", "b", "match"),
     [([1.0, 2.0], [1.0], "same number"), ([], [], "same number"), ([1.0], [0.0], "positive")],
@@ -188,7 +223,7 @@ def test_lab_duel_writes_a_valid_record(monkeypatch: pytest.MonkeyPatch, capsys:
         return Timing(us, us, us, "cudagraph" if graph else "events+l2clean+lead")
 
     monkeypatch.setattr(lab_mod, "time_gpu", fake_time_gpu)
-    lab = _bare_lab([_rec("cuda:2", 10.0)])
+    lab = _bare_lab([_rec("cuda:2", 9.9), _rec("quack", 10.0)])  # as the sweep had them
     case = {"shape": [8, 1024], "dtype": "float32", "pass_": "fwd", "bytes": 48, "flops": None}
     rec = lab.duel({"cuda:2": lambda: 9.9, "quack": lambda: 10.0}, **case, graph=True)
     assert graphs == [True] * 2 * duel.DUEL_ROUNDS  # both by the case's method, every round

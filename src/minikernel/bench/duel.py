@@ -9,13 +9,18 @@ by up to 0.8 %, with no change to either). A *duel* decides such a case with mor
   alternating, so that whatever favours a position (the clock the GPU was left at) falls on
   each alike; the lab's idle before a heavy case (``cooldown_seconds``) comes before each round;
 - each round is one paired comparison: which of the two had the shorter median in it;
-- the verdict is a sign test on those rounds: if the two were equally fast, which one wins a
+- the first test is a sign test on those rounds: if the two were equally fast, which one wins a
   round would be a coin toss, so one side winning ``k`` of ``n`` rounds is "ahead" only when so
   lopsided a count would come up by chance at most ``ALPHA`` of the time (both sides counted).
   With 8 rounds that takes all 8; 7 of 8 happens by chance 7 % of the time, and stays "level".
 
-The verdict never looks at how large the difference is, only at whether it holds round after
-round; the median of the per-round ratios says how large it is.
+The rounds of a duel share one set of buffers and one stretch of time, and at the copy ceiling
+that matters: in the H200 runs the same kernel at the same shape timed up to 1 % apart in the
+sweep and in its duel (other inputs and outputs, a minute later), more than the two kernels
+differed within the duel. So a sign test alone would call a winner on a difference that
+rounds of one setting reproduce and another setting does not. The verdict needs both: the
+sign test, and a difference larger than ``margin``, how far either kernel's own time moved
+between its sweep window and its duel (:func:`drift`). Otherwise the two are level.
 """
 
 from __future__ import annotations
@@ -50,11 +55,23 @@ def sign_test_p(wins: int, losses: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def verdict(a_us: list[float], b_us: list[float], alpha: float = ALPHA) -> dict[str, Any]:
-    """The sign test of ``a`` against ``b`` over paired rounds (a_us[i] and b_us[i] timed in
-    the same round): ``state`` "ahead" (a faster), "behind" or "level"; ``wins`` (rounds a was
-    faster), ``losses``, ``p``, and ``ratio``, the median over rounds of b's time over a's
-    (above 1: a faster). Raises ValueError on unpaired or empty lists."""
+def drift(rounds_us: list[float], sweep_us: float) -> float:
+    """How far a kernel's time moved from its sweep window to its duel: the median of its
+    rounds over its sweep median, less one, in absolute value."""
+    if not rounds_us or sweep_us <= 0:
+        raise ValueError("drift: needs the rounds and a positive sweep median")
+    return abs(statistics.median(rounds_us) / sweep_us - 1)
+
+
+def verdict(
+    a_us: list[float], b_us: list[float], alpha: float = ALPHA, margin: float = 0.0
+) -> dict[str, Any]:
+    """The verdict of ``a`` against ``b`` over paired rounds (a_us[i] and b_us[i] timed in
+    the same round): ``state`` "ahead" (a faster) or "behind" when the sign test calls it at
+    ``alpha`` *and* the median over rounds of b's time over a's (``ratio``, above 1: a faster)
+    is further from 1 than ``margin``; "level" otherwise. Also ``wins`` (rounds a was faster),
+    ``losses``, ``p``, ``sign`` (the sign test's call alone) and ``margin``. Raises ValueError
+    on unpaired or empty lists."""
     if len(a_us) != len(b_us) or not a_us:
         raise ValueError(
             f"verdict: needs the same number of rounds on both sides, got {len(a_us)} "
@@ -62,14 +79,44 @@ def verdict(a_us: list[float], b_us: list[float], alpha: float = ALPHA) -> dict[
         )
     if any(t <= 0 for t in (*a_us, *b_us)):
         raise ValueError("verdict: every time must be positive")
+    if margin < 0:
+        raise ValueError(f"verdict: margin must be 0 or more, not {margin}")
     wins = sum(a < b for a, b in zip(a_us, b_us, strict=True))
     losses = sum(a > b for a, b in zip(a_us, b_us, strict=True))
     p = sign_test_p(wins, losses)
-    state = "level"
-    if p <= alpha:
-        state = "ahead" if wins > losses else "behind"
     ratio = statistics.median(b / a for a, b in zip(a_us, b_us, strict=True))
-    return {"state": state, "wins": wins, "losses": losses, "p": p, "ratio": ratio}
+    sign = "level"
+    if p <= alpha:
+        sign = "ahead" if wins > losses else "behind"
+    state = sign if abs(ratio - 1) > margin else "level"
+    return {
+        "state": state,
+        "sign": sign,
+        "wins": wins,
+        "losses": losses,
+        "p": p,
+        "ratio": ratio,
+        "margin": margin,
+    }
+
+
+def duel_verdict(duel: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The verdict of a duel record (ours, ``impls[0]``, against the peer) with its margin from
+    ``records``: the larger :func:`drift` of the two, each against its own sweep record of the
+    same case (no margin for one that has none). ``a`` and ``b`` name the two."""
+    a, b = duel["impls"]
+    margin = 0.0
+    for impl in (a, b):
+        for r in records:
+            if (
+                r["impl"] == impl
+                and list(r["shape"]) == list(duel["shape"])
+                and r["dtype"] == duel["dtype"]
+                and r.get("pass", "fwd") == duel["pass"]
+            ):
+                margin = max(margin, drift(duel["median_us"][impl], r["median_us"]))
+    v = verdict(duel["median_us"][a], duel["median_us"][b], margin=margin)
+    return {"a": a, "b": b, "n": duel["rounds"], **v}
 
 
 def run_rounds(

@@ -20,7 +20,7 @@ from typing import Any
 
 from . import ceilings as _ceilings
 from .clocks import ClockSampler
-from .duel import DUEL_REP_MS, DUEL_ROUNDS, DUEL_WITHIN, close_call, run_rounds, verdict
+from .duel import DUEL_REP_MS, DUEL_ROUNDS, DUEL_WITHIN, close_call, duel_verdict, run_rounds
 from .energy import EnergyCounter, loop_energy
 from .env import collect_env, gpu_slug
 from .results import RESULTS_DIR, SCHEMA_VERSION, dropped_impls, results_path, write_atomic
@@ -355,11 +355,11 @@ class Lab:
             "source_hash": {k: self.source_hash(k) for k in (a, b)},
         }
         self.duels.append(rec)
-        v = verdict(rec["median_us"][a], rec["median_us"][b])
+        v = duel_verdict(rec, self.records)
         print(
             f"[{self.op}] duel {a} vs {b} {dtype_name} {pass_} {list(shape)}: {a} faster in "
             f"{v['wins']} of {rounds} rounds, {b} in {v['losses']}, {b}/{a} median ratio "
-            f"{v['ratio']:.4f}: {v['state']}",
+            f"{v['ratio']:.4f}, margin {v['margin']:.4f}: {v['state']}",
             flush=True,
         )
         return rec

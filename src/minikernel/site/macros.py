@@ -345,8 +345,9 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         """The verdict of the duel at the case ``sel``: "ahead", "level" or "behind" (ours
         against the peer), or "none" when the run had no close call there, for a page's
         conditions (which sentence the results support)."""
-        rec = render.duel_record(load(op, gpu), sel)
-        return "none" if rec is None else render.duel_result(rec)["state"]
+        f = load(op, gpu)
+        rec = render.duel_record(f, sel)
+        return "none" if rec is None else render.duel_result(f, rec)["state"]
 
     @env.macro
     def expect(text: str, name: str, what: str, op: str | None = None) -> str:

@@ -59,6 +59,7 @@ TEXT = {
         "peer": "peer",
         "rounds_won": "rounds ours was faster",
         "duel_ratio": "peer's time over ours (median of rounds)",
+        "margin": "margin: either one's drift from its sweep time",
         "verdict": "verdict",
         "ahead": "ahead",
         "level": "level",
@@ -106,6 +107,7 @@ TEXT = {
         "peer": "rival",
         "rounds_won": "rondas en que el nuestro fue más rápido",
         "duel_ratio": "tiempo del rival entre el nuestro (mediana de las rondas)",
+        "margin": "margen: lo que se movió cualquiera de los dos respecto a su tiempo del barrido",
         "verdict": "veredicto",
         "ahead": "por delante",
         "level": "empate",
@@ -598,13 +600,12 @@ def duel_record(f: ResultsFile, sel: dict[str, Any]) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def duel_result(rec: dict[str, Any]) -> dict[str, Any]:
-    """The sign test of a duel (minikernel.bench.duel.verdict), ours (``impls[0]``) against the
-    peer, with ``a`` and ``b`` naming them."""
-    from minikernel.bench.duel import verdict
+def duel_result(f: ResultsFile, rec: dict[str, Any]) -> dict[str, Any]:
+    """The verdict of a duel (minikernel.bench.duel.duel_verdict), ours (``impls[0]``) against
+    the peer, its margin from the same run's sweep records."""
+    from minikernel.bench.duel import duel_verdict
 
-    a, b = rec["impls"]
-    return {"a": a, "b": b, "n": rec["rounds"], **verdict(rec["median_us"][a], rec["median_us"][b])}
+    return duel_verdict(rec, f.data["records"])
 
 
 def duel_stale(op: str, rec: dict[str, Any]) -> bool:
@@ -620,12 +621,13 @@ def check_duel(f: ResultsFile, sel: dict[str, Any], state: str | None) -> dict[s
     rec = duel_record(f, sel)
     if rec is None:
         raise ClaimFailed(f"{f.path.name}: no duel at {sel}: the run found no close call there")
-    res = duel_result(rec)
+    res = duel_result(f, rec)
     if state is not None and res["state"] != state:
         raise ClaimFailed(
             f"{f.path.name}: a page says `{res['a']}` is {state} of `{res['b']}` in the duel at "
-            f"{sel}, but its rounds say {res['state']} ({res['wins']} won, {res['losses']} lost "
-            f"of {res['n']}): rewrite the sentence"
+            f"{sel}, but the results say {res['state']} ({res['wins']} rounds won, "
+            f"{res['losses']} lost of {res['n']}; median ratio {res['ratio']:.4f} against a margin "
+            f"of {res['margin']:.4f}): rewrite the sentence"
         )
     return {**res, "record": rec}
 
@@ -636,14 +638,14 @@ def duels_table(f: ResultsFile, lang: str, href: str, repo_url: str = "") -> str
     recs = f.data.get("duels", [])
     if not recs:
         raise ClaimFailed(f"{f.path.name}: no duels in this run")
-    head = ["case", "ours", "peer", "rounds_won", "duel_ratio", "verdict"]
+    head = ["case", "ours", "peer", "rounds_won", "duel_ratio", "margin", "verdict"]
     lines = [
         "| " + " | ".join(t(lang, h) for h in head) + " |",
-        "|---|---|---|--:|--:|---|",
+        "|---|---|---|--:|--:|--:|---|",
     ]
     stale = False
     for rec in recs:
-        res = duel_result(rec)
+        res = duel_result(f, rec)
         mark = " †" if duel_stale(f.op, rec) else ""
         stale = stale or bool(mark)
         case = f"{fmt.shape(rec['shape'], lang)} {rec['dtype']}" + (
@@ -652,7 +654,7 @@ def duels_table(f: ResultsFile, lang: str, href: str, repo_url: str = "") -> str
         lines.append(
             f"| {case} | `{res['a']}` | `{res['b']}` | "
             f"{t(lang, 'of', k=res['wins'], n=res['n'])} | {fmt.number(res['ratio'], lang, 3)}× | "
-            f"{t(lang, res['state'])}{mark} |"
+            f"{fmt.percent(res['margin'], lang, 2)} | {t(lang, res['state'])}{mark} |"
         )
     out = "\n".join(lines) + "\n\n"
     if stale:
