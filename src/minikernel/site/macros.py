@@ -341,6 +341,27 @@ def define_env(env: Any) -> None:  # noqa: C901 - one closure per macro, by desi
         )
 
     @env.macro
+    def duel_cases(op: str, gpu: str | None = None) -> list[dict]:
+        """Every duel of the run, in the order it ran, as plain values for a page's lists and
+        conditions: ``shape``, ``dtype``, ``pass``, ``a`` (ours), ``b`` (the peer), ``state``
+        (ahead, level, behind: the verdict), ``sign`` (the sign test's call alone), ``wins``,
+        ``losses``, ``ratio`` and ``margin`` (minikernel.bench.duel.verdict)."""
+        f = load(op, gpu)
+        out = []
+        for rec in f.data.get("duels", []):
+            res = render.duel_result(f, rec)
+            out.append(
+                {
+                    "shape": rec["shape"],
+                    "dtype": rec["dtype"],
+                    "pass": rec["pass"],
+                    **{k: res[k] for k in ("a", "b", "state", "sign", "wins", "losses")},
+                    **{k: res[k] for k in ("ratio", "margin")},
+                }
+            )
+        return out
+
+    @env.macro
     def duel_state(op: str, sel: dict, gpu: str | None = None) -> str:
         """The verdict of the duel at the case ``sel``: "ahead", "level" or "behind" (ours
         against the peer), or "none" when the run had no close call there, for a page's

@@ -588,13 +588,17 @@ def duels(f: ResultsFile, **sel: Any) -> list[dict[str, Any]]:
     """The duels (minikernel.bench.duel) of ``f`` matching ``sel`` (shape, dtype, pass...)."""
     from .data import _matches
 
+    if "pass_" in sel:
+        sel["pass"] = sel.pop("pass_")
     return [d for d in f.data.get("duels", []) if _matches(d, sel)]
 
 
 def duel_record(f: ResultsFile, sel: dict[str, Any]) -> dict[str, Any] | None:
-    """The one duel at the case ``sel`` (its ``impl`` ignored), None when the run had none
-    there; raises ClaimFailed if it had two."""
-    found = duels(f, **{k: v for k, v in sel.items() if k != "impl"})
+    """The one duel at the case ``sel`` (its shape, dtype and pass: ``impl`` and the fields
+    that sort a sweep's records are ignored), None when the run had none there; raises
+    ClaimFailed if it had two."""
+    keys = ("shape", "dtype", "pass", "pass_")  # a record's other fields (its sweep) aside
+    found = duels(f, **{k: v for k, v in sel.items() if k in keys})
     if len(found) > 1:
         raise ClaimFailed(f"{f.path.name}: {len(found)} duels at {sel}")
     return found[0] if found else None
